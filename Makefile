@@ -1,0 +1,72 @@
+# troupe — two commands do all set-up on a fresh Debian 12 machine:
+#   make run    install what is missing, build (release), start troupe on its defaults
+#   make test   install what is missing, build (release), run every test
+# Also: make asan | bench | format | check | build | deps | clean
+
+SHELL := /bin/bash
+.DEFAULT_GOAL := run
+
+JOBS ?= $(shell nproc)
+PRESET ?= release
+BUILD_DIR := build/$(PRESET)
+TROUPE := $(BUILD_DIR)/bin/troupe
+# Extra ctest arguments, e.g. make test CTEST_ARGS='-R sse'
+CTEST_ARGS ?=
+
+# Debian packages troupe builds and runs with (stack.md). Boost is 1.81 on purpose:
+# libboost-dev is 1.74, which lacks what Asio coroutines need on g++ 12.
+APT_PACKAGES := build-essential cmake pkg-config ccache clang-format \
+  libcaf-dev libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev \
+  libsimdjson-dev libcurl4-openssl-dev libsqlite3-dev catch2 libbenchmark-dev \
+  libexpected-dev libseccomp-dev bubblewrap libfmt-dev libcli11-dev libtomlplusplus-dev \
+  curl python3
+
+SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
+
+.PHONY: deps configure build run test asan bench format format-check check clean
+
+## deps: install the Debian packages that are missing (skips apt when all are present)
+deps:
+	@missing=$$(for p in $(APT_PACKAGES); do \
+	    dpkg-query -W -f='$${Status}\n' "$$p" 2>/dev/null | grep -q 'install ok installed' || echo "$$p"; \
+	  done); \
+	if [ -n "$$missing" ]; then \
+	  echo "installing missing packages:" $$missing; \
+	  $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+configure: deps
+	@[ -f $(BUILD_DIR)/CMakeCache.txt ] || cmake --preset $(PRESET)
+
+build: configure
+	cmake --build --preset $(PRESET) -j $(JOBS)
+
+## run: build and start troupe with its embedded defaults (127.0.0.1:8080, ./var/troupe)
+run: build
+	$(TROUPE) serve
+
+## test: build and run every test (CI runs this)
+test: build
+	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600 $(CTEST_ARGS)
+
+## asan: build with AddressSanitizer + UBSan and run every test
+asan:
+	$(MAKE) test PRESET=asan
+
+## bench: build and run the micro-benchmarks in full
+bench: build
+	@for b in $(BUILD_DIR)/bench/troupe_*_bench; do echo "== $$b"; $$b; done
+
+format:
+	git ls-files '*.cpp' '*.hpp' | xargs clang-format -i
+
+format-check:
+	git ls-files '*.cpp' '*.hpp' | xargs clang-format --dry-run --Werror
+
+## check: what CI runs, plus the format check
+check:
+	scripts/local-checks.sh
+
+clean:
+	rm -rf build

@@ -1,0 +1,53 @@
+#pragma once
+
+/// \file
+/// One troupe process: the data directory, the CAF actor system, the Asio io threads,
+/// the HTTP server and their orderly start and stop.
+
+#include <functional>
+#include <memory>
+
+#include <boost/asio/io_context.hpp>
+#include <caf/fwd.hpp>
+
+#include "troupe/net/http_server.hpp"
+#include "troupe/runtime/error.hpp"
+#include "troupe/runtime/metrics.hpp"
+#include "troupe/runtime/settings.hpp"
+
+namespace troupe::actors {
+
+/// Builds, runs and stops everything `troupe serve` runs.
+class node {
+public:
+  explicit node(settings config);
+  ~node();
+  node(const node&) = delete;
+  node& operator=(const node&) = delete;
+
+  /// Takes the data directory, starts the actor system and io threads, and starts the
+  /// HTTP server. Returns the address it listens on.
+  expected<endpoint> start();
+
+  /// Graceful stop: the HTTP server drains (up to `server.shutdown_timeout_ms`), then
+  /// actors are told to exit and the io threads end. `done` runs when all is stopped.
+  /// Safe to call more than once; a second call shortens the grace to zero.
+  void stop();
+
+  /// Blocks until `stop` has finished (after SIGINT/SIGTERM, or a call to `stop`).
+  void wait();
+
+  /// `start`, then serve until SIGINT or SIGTERM, then stop gracefully. The exit code.
+  int run();
+
+  const settings& config() const noexcept;
+  caf::actor_system& system();
+  boost::asio::io_context& io();
+  metrics_registry& metrics();
+
+private:
+  struct impl;
+  std::unique_ptr<impl> impl_;
+};
+
+} // namespace troupe::actors

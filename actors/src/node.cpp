@@ -1,0 +1,218 @@
+#include "troupe/actors/node.hpp"
+
+#include <condition_variable>
+#include <csignal>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/signal_set.hpp>
+#include <caf/all.hpp>
+
+#include "troupe/actors/health.hpp"
+#include "troupe/actors/system_routes.hpp"
+#include "troupe/runtime/log.hpp"
+#include "troupe/storage/data_dir.hpp"
+
+namespace troupe::actors {
+
+namespace asio = boost::asio;
+
+namespace {
+
+unsigned scheduler_threads(const actor_settings& s) {
+  if (s.scheduler_threads > 0) {
+    return s.scheduler_threads;
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+} // namespace
+
+struct node::impl {
+  explicit impl(settings s) : config(std::move(s)), signals(io) {
+    // caf::atom takes only literals; settings already restricted the policy to these two.
+    caf_config.set("scheduler.policy", config.actors.scheduler_policy == "stealing"
+                                           ? caf::atom("stealing")
+                                           : caf::atom("sharing"));
+    caf_config.set("scheduler.max-threads", static_cast<size_t>(scheduler_threads(config.actors)));
+    caf_config.set("scheduler.max-throughput", config.actors.max_throughput);
+  }
+
+  settings config;
+  metrics_registry metrics;
+  std::optional<storage::data_dir_lock> data_dir;
+  caf::actor_system_config caf_config;
+  std::unique_ptr<caf::actor_system> system;
+  asio::io_context io;
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  std::vector<std::thread> io_threads;
+  std::unique_ptr<net::http_server> server;
+  health_actor health;
+  asio::signal_set signals;
+
+  std::mutex mutex;
+  std::condition_variable stopped_cv;
+  int stop_requests = 0;
+  bool stopped = false;
+
+  void finish_stop() {
+    if (health) {
+      caf::anon_send_exit(health, caf::exit_reason::user_shutdown);
+    }
+    work.reset();
+    io.stop();
+    {
+      std::lock_guard lock(mutex);
+      stopped = true;
+    }
+    stopped_cv.notify_all();
+  }
+
+  void join_io_threads() {
+    for (auto& t : io_threads) {
+      if (t.joinable()) {
+        t.join();
+      }
+    }
+    io_threads.clear();
+  }
+};
+
+node::node(settings config) : impl_(std::make_unique<impl>(std::move(config))) {}
+
+node::~node() {
+  if (!impl_->io_threads.empty()) {
+    bool stopped = false;
+    {
+      std::lock_guard lock(impl_->mutex);
+      stopped = impl_->stopped;
+    }
+    if (!stopped) {
+      impl_->work.reset();
+      impl_->io.stop();
+    }
+    impl_->join_io_threads();
+  }
+  impl_->server.reset();
+  if (impl_->system && impl_->health) {
+    caf::anon_send_exit(impl_->health, caf::exit_reason::user_shutdown);
+  }
+  impl_->health = nullptr;
+  impl_->system.reset(); // waits for every actor to finish
+}
+
+expected<endpoint> node::start() {
+  auto& d = *impl_;
+  auto lock = storage::open_data_dir(d.config.data_dir);
+  if (!lock) {
+    return tl::unexpected(lock.error());
+  }
+  d.data_dir = std::move(*lock);
+
+  d.system = std::make_unique<caf::actor_system>(d.caf_config);
+  d.metrics.gauge_callback("troupe_actors_live", "Actors alive in the actor system",
+                           [sys = d.system.get()] { return static_cast<double>(sys->registry().running()); });
+  d.health = spawn_health(*d.system);
+
+  net::router routes;
+  add_system_routes(routes, {d.system.get(), d.health, &d.metrics});
+  d.server = std::make_unique<net::http_server>(d.io, std::move(routes),
+                                                net::http_server_options::from(d.config.server),
+                                                d.metrics);
+  auto bound = d.server->listen(d.config.listen);
+  if (!bound) {
+    return bound;
+  }
+  d.server->start();
+
+  d.signals.add(SIGINT);
+  d.signals.add(SIGTERM);
+  auto on_signal = [this](auto&& self, const boost::system::error_code& ec, int signo) -> void {
+    if (ec) {
+      return;
+    }
+    log::info("received {}, shutting down", signo == SIGINT ? "SIGINT" : "SIGTERM");
+    stop();
+    impl_->signals.async_wait(
+        [self](const boost::system::error_code& e, int s) { self(self, e, s); });
+  };
+  d.signals.async_wait(
+      [on_signal](const boost::system::error_code& ec, int signo) { on_signal(on_signal, ec, signo); });
+
+  d.work.emplace(d.io.get_executor());
+  for (unsigned i = 0; i < d.config.server.io_threads; ++i) {
+    d.io_threads.emplace_back([&io = d.io] {
+      try {
+        io.run();
+      } catch (const std::exception& e) {
+        log::error("io thread stopped by an exception: {}", e.what());
+      }
+    });
+  }
+  return bound;
+}
+
+void node::stop() {
+  auto& d = *impl_;
+  int requests = 0;
+  {
+    std::lock_guard lock(d.mutex);
+    if (d.stopped) {
+      return;
+    }
+    requests = ++d.stop_requests;
+  }
+  if (!d.server) {
+    d.finish_stop();
+    return;
+  }
+  if (requests == 1) {
+    log::info("draining: up to {} ms for in-flight requests and streams",
+              d.config.server.shutdown_timeout.count());
+    d.server->stop(d.config.server.shutdown_timeout, [this] { impl_->finish_stop(); });
+  } else {
+    log::warn("second stop request: closing every connection now");
+    d.server->stop(std::chrono::milliseconds(0), [] {});
+  }
+}
+
+void node::wait() {
+  std::unique_lock lock(impl_->mutex);
+  impl_->stopped_cv.wait(lock, [this] { return impl_->stopped; });
+  lock.unlock();
+  impl_->join_io_threads();
+}
+
+int node::run() {
+  auto bound = start();
+  if (!bound) {
+    log::error("{}", bound.error().message);
+    return 1;
+  }
+  log::info("troupe listening on http://{} (data dir {})", bound->to_string(),
+            impl_->config.data_dir.string());
+  wait();
+  log::info("stopped");
+  return 0;
+}
+
+const settings& node::config() const noexcept {
+  return impl_->config;
+}
+
+caf::actor_system& node::system() {
+  return *impl_->system;
+}
+
+asio::io_context& node::io() {
+  return impl_->io;
+}
+
+metrics_registry& node::metrics() {
+  return impl_->metrics;
+}
+
+} // namespace troupe::actors

@@ -1,0 +1,54 @@
+#include "troupe/actors/system_routes.hpp"
+
+#include <chrono>
+
+#include "troupe/actors/bridge.hpp"
+#include "troupe/runtime/json_writer.hpp"
+#include "troupe/runtime/version.hpp"
+
+namespace troupe::actors {
+
+namespace {
+
+constexpr auto health_timeout = std::chrono::seconds(1);
+
+// Route coroutines take their context by value: a capturing coroutine lambda would
+// dangle after its first suspension (stack.md).
+
+asio::awaitable<net::http_response> healthz(system_route_context context) {
+  auto answer = co_await ask<std::uint64_t>(*context.system, context.health, health_timeout,
+                                            ping_atom::value);
+  if (!answer) {
+    co_return net::http_response::error(
+        503, "unavailable", "the actor system did not answer: " + answer.error().message);
+  }
+  co_return net::http_response::json(200, R"({"status":"ok"})");
+}
+
+asio::awaitable<net::http_response> version_info() {
+  json_writer w;
+  w.begin_object();
+  w.key("name").value("troupe");
+  w.key("version").value(version());
+  w.key("build").value(build_info());
+  w.end_object();
+  co_return net::http_response::json(200, std::move(w).str());
+}
+
+asio::awaitable<net::http_response> metrics_text(system_route_context context) {
+  co_return net::http_response::text(200, context.metrics->render(),
+                                     "text/plain; version=0.0.4; charset=utf-8");
+}
+
+} // namespace
+
+void add_system_routes(net::router& routes, system_route_context context) {
+  routes.add(net::http_method::get, "/healthz",
+             [context](net::request_context&) { return healthz(context); });
+  routes.add(net::http_method::get, "/version",
+             [](net::request_context&) { return version_info(); });
+  routes.add(net::http_method::get, "/metrics",
+             [context](net::request_context&) { return metrics_text(context); });
+}
+
+} // namespace troupe::actors

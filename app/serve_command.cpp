@@ -1,0 +1,78 @@
+// `troupe serve`: resolve the settings (flag > environment > file > default) and run a
+// node until SIGINT/SIGTERM.
+
+#include <map>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <fmt/format.h>
+
+#include "commands.hpp"
+#include "troupe/actors/node.hpp"
+#include "troupe/runtime/log.hpp"
+#include "troupe/runtime/settings.hpp"
+
+namespace troupe::app {
+
+namespace {
+
+struct serve_options {
+  std::string config_file;
+  std::map<std::string, std::string> flags;
+  bool print_config = false;
+};
+
+int serve(const serve_options& options) {
+  setting_sources sources;
+  sources.environment = environment_snapshot();
+  sources.config_file = options.config_file;
+  if (sources.config_file.empty()) {
+    if (auto it = sources.environment.find("TROUPE_CONFIG"); it != sources.environment.end()) {
+      sources.config_file = it->second;
+    }
+  }
+  sources.flags = options.flags;
+  auto resolved = resolve_settings(sources);
+  if (!resolved) {
+    fmt::print(stderr, "troupe: {}\n", resolved.error().message);
+    return 2;
+  }
+  if (options.print_config) {
+    fmt::print("{}", to_toml(*resolved));
+    return 0;
+  }
+  log::configure(resolved->log_level, resolved->log_format);
+  actors::node node(std::move(*resolved));
+  return node.run();
+}
+
+} // namespace
+
+void add_serve_command(CLI::App& cli, command_action& action) {
+  auto options = std::make_shared<serve_options>();
+  auto* cmd = cli.add_subcommand("serve", "Run the troupe server (HTTP/SSE API) until SIGTERM");
+  cmd->add_option("--config", options->config_file,
+                  "TOML config file; unknown keys are errors (env TROUPE_CONFIG)");
+  // Each flag stores into the map under its settings key, so precedence is applied in
+  // one place (resolve_settings) rather than by the CLI library.
+  auto add_setting_flag = [&](const char* flag, const char* key, const char* help) {
+    cmd->add_option_function<std::string>(
+        flag, [options, key](const std::string& value) { options->flags[key] = value; }, help);
+  };
+  add_setting_flag("--listen", "listen",
+                   "HOST:PORT to listen on (env TROUPE_LISTEN; default 127.0.0.1:8080)");
+  add_setting_flag("--data-dir", "data_dir",
+                   "data directory (env TROUPE_DATA_DIR; default ./var/troupe)");
+  add_setting_flag("--log-level", "log_level",
+                   "trace|debug|info|warn|error|off (env TROUPE_LOG_LEVEL; default info)");
+  add_setting_flag("--log-format", "log_format",
+                   "text|json (env TROUPE_LOG_FORMAT; default text)");
+  cmd->add_flag("--print-config", options->print_config,
+                "print the resolved configuration as TOML and exit");
+  cmd->footer("Every config key can also be set as TROUPE_<KEY> in the environment, e.g.\n"
+              "TROUPE_SERVER_REQUEST_TIMEOUT_MS=5000. Precedence: flag > env > file > default.");
+  cmd->callback([&action, options] { action = [options] { return serve(*options); }; });
+}
+
+} // namespace troupe::app

@@ -1,0 +1,67 @@
+#pragma once
+
+// Private to troupe_net: the state shared between a connection's coroutine, the
+// handlers it runs and the producers of a streaming response.
+
+#include <atomic>
+#include <chrono>
+#include <functional>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <boost/asio/experimental/concurrent_channel.hpp>
+#include <boost/beast/core/tcp_stream.hpp>
+
+#include "troupe/net/http_message.hpp"
+
+namespace troupe::net::detail {
+
+namespace asio = boost::asio;
+namespace beast = boost::beast;
+
+struct server_state;
+
+/// One accepted connection.
+struct connection {
+  enum class phase { idle, busy, streaming };
+
+  connection(asio::ip::tcp::socket socket, server_state* owner, std::uint64_t number)
+      : stream(std::move(socket)), server(owner), id(number) {}
+
+  beast::tcp_stream stream;
+  server_state* server;
+  std::uint64_t id;
+  std::atomic<phase> state{phase::idle};
+};
+
+/// A streaming response: the bounded chunk queue between producers and the
+/// connection's writer, and how the stream ended.
+struct stream_state {
+  using channel_type =
+      asio::experimental::concurrent_channel<void(boost::system::error_code, std::string)>;
+
+  stream_state(asio::any_io_executor executor, std::size_t capacity)
+      : channel(std::move(executor), capacity) {}
+
+  channel_type channel;
+  // Response head, written before the first chunk.
+  unsigned status = 200;
+  std::string content_type;
+  std::vector<http_header> headers;
+  bool sse = false;
+
+  std::atomic<bool> open{true};
+  std::atomic<bool> finished{false};
+  std::atomic<bool> aborted{false};
+  std::atomic<bool> gone{false};
+
+  std::mutex callback_mutex;
+  std::function<void()> on_disconnect;
+  bool disconnect_reported = false;
+
+  /// Marks the client gone and runs the disconnect callback once.
+  void report_disconnect();
+};
+
+} // namespace troupe::net::detail

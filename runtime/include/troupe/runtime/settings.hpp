@@ -1,0 +1,116 @@
+#pragma once
+
+/// \file
+/// troupe's configuration: the typed settings, their keys, and how a value is resolved
+/// from the config file (TOML), the environment (`TROUPE_<KEY>`) and command-line flags.
+/// Precedence: flag > environment > file > built-in default.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "troupe/runtime/error.hpp"
+#include "troupe/runtime/log.hpp"
+
+namespace troupe {
+
+/// A parsed `HOST:PORT` (IPv6 hosts in brackets: `[::1]:8080`).
+struct endpoint {
+  std::string host = "127.0.0.1";
+  std::uint16_t port = 8080;
+
+  std::string to_string() const;
+  friend bool operator==(const endpoint&, const endpoint&) = default;
+};
+
+/// Parses `HOST:PORT`; port 0 asks the kernel for a free port.
+expected<endpoint> parse_endpoint(std::string_view text);
+
+/// The HTTP server's knobs (`[server]` in the config file).
+struct server_settings {
+  /// Threads running the Asio io_context.
+  unsigned io_threads = 1;
+  /// Largest accepted request body; larger ones are answered 413.
+  std::size_t body_limit_bytes = 1024 * 1024;
+  /// Deadline for reading one request and producing its response (not SSE streams).
+  std::chrono::milliseconds request_timeout{30'000};
+  /// How long an idle keep-alive connection is kept open.
+  std::chrono::milliseconds idle_timeout{65'000};
+  /// How long in-flight requests and streams may run on after SIGTERM.
+  std::chrono::milliseconds shutdown_timeout{10'000};
+  /// Interval between SSE comment pings.
+  std::chrono::milliseconds sse_ping_interval{15'000};
+  /// Events buffered per SSE stream before the producer is told the client is slow.
+  std::size_t sse_queue_capacity = 256;
+  /// Connections accepted at once; further ones are closed immediately.
+  std::size_t max_connections = 100'000;
+};
+
+/// The CAF actor system's knobs (`[actors]`).
+struct actor_settings {
+  /// Scheduler worker threads; 0 means one per core.
+  unsigned scheduler_threads = 0;
+  /// "sharing" (one shared queue; lowest latency on few cores) or "stealing".
+  std::string scheduler_policy = "sharing";
+  /// Messages an actor may handle before yielding its thread.
+  std::size_t max_throughput = 300;
+};
+
+/// Everything `troupe serve` is configured by.
+struct settings {
+  endpoint listen;
+  std::filesystem::path data_dir = "./var/troupe";
+  log::level log_level = log::level::info;
+  log::format log_format = log::format::text;
+  server_settings server;
+  actor_settings actors;
+};
+
+/// One configurable key: its dotted name (`server.request_timeout_ms`), environment name
+/// (`TROUPE_SERVER_REQUEST_TIMEOUT_MS`), default and meaning. Drives the README's
+/// reference and `troupe serve --print-config`.
+struct setting_info {
+  std::string key;
+  std::string env_name;
+  std::string default_value;
+  std::string help;
+};
+
+/// Every key troupe knows, in documentation order.
+std::span<const setting_info> setting_catalog();
+
+/// The raw inputs to `resolve_settings`, gathered by the CLI.
+struct setting_sources {
+  /// Path of the TOML config file; empty for none.
+  std::filesystem::path config_file;
+  /// The process environment (only `TROUPE_*` entries are looked at).
+  std::map<std::string, std::string> environment;
+  /// Values given as flags, by dotted key (`listen`, `data_dir`, …).
+  std::map<std::string, std::string> flags;
+};
+
+/// Applies file, environment and flags over the defaults. Errors name the offending key
+/// and where it came from (file path, variable name or flag).
+expected<settings> resolve_settings(const setting_sources& sources);
+
+/// Applies a TOML document (already read) over `base`; `source_name` is used in errors.
+expected<settings> apply_toml(settings base, std::string_view toml_text,
+                              std::string_view source_name);
+
+/// Applies one textual value to the key `key` (as from a flag or environment variable).
+expected<void> apply_setting(settings& target, std::string_view key, std::string_view value);
+
+/// The resolved settings as a TOML document (`troupe serve --print-config`).
+std::string to_toml(const settings& s);
+
+/// Snapshot of the process environment as a map.
+std::map<std::string, std::string> environment_snapshot();
+
+} // namespace troupe

@@ -1,0 +1,412 @@
+#include "troupe/runtime/settings.hpp"
+
+#include <charconv>
+#include <fstream>
+#include <functional>
+#include <limits>
+#include <sstream>
+
+#include <fmt/format.h>
+#include <toml++/toml.h>
+#include <unistd.h>
+
+extern char** environ;
+
+namespace troupe {
+
+namespace {
+
+template <class Int>
+expected<Int> parse_integer(std::string_view text, Int min, Int max) {
+  Int value{};
+  const auto* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc{} || ptr != end || text.empty()) {
+    return fail(errc::invalid_argument, fmt::format("'{}' is not a whole number", text));
+  }
+  if (value < min || value > max) {
+    return fail(errc::invalid_argument,
+                fmt::format("{} is out of range ({} to {})", value, min, max));
+  }
+  return value;
+}
+
+expected<std::chrono::milliseconds> parse_millis(std::string_view text, std::int64_t min,
+                                                 std::int64_t max) {
+  return parse_integer<std::int64_t>(text, min, max).map(
+      [](std::int64_t v) { return std::chrono::milliseconds{v}; });
+}
+
+// One key: how to set it from text and how to read it back as TOML text.
+struct setting_spec {
+  using setter = std::function<expected<void>(settings&, std::string_view)>;
+  using getter = std::function<std::string(const settings&)>;
+
+  std::string_view key;
+  std::string_view help;
+  setter set;
+  getter get;
+};
+
+setting_spec make_spec(std::string_view key, std::string_view help, setting_spec::setter set,
+                       setting_spec::getter get) {
+  return setting_spec{key, help, std::move(set), std::move(get)};
+}
+
+std::string toml_string(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out.push_back('\\');
+    }
+    out.push_back(c);
+  }
+  out.push_back('"');
+  return out;
+}
+
+template <class Int, class Member>
+setting_spec integer_spec(std::string_view key, std::string_view help, Member member, Int min,
+                          Int max) {
+  return {key, help,
+          [member, min, max](settings& s, std::string_view text) -> expected<void> {
+            auto v = parse_integer<Int>(text, min, max);
+            if (!v) {
+              return tl::unexpected(v.error());
+            }
+            std::invoke(member, s) = *v;
+            return {};
+          },
+          [member](const settings& s) {
+            return fmt::format("{}", std::invoke(member, const_cast<settings&>(s)));
+          }};
+}
+
+template <class Member>
+setting_spec millis_spec(std::string_view key, std::string_view help, Member member,
+                         std::int64_t min, std::int64_t max) {
+  return {key, help,
+          [member, min, max](settings& s, std::string_view text) -> expected<void> {
+            auto v = parse_millis(text, min, max);
+            if (!v) {
+              return tl::unexpected(v.error());
+            }
+            std::invoke(member, s) = *v;
+            return {};
+          },
+          [member](const settings& s) {
+            return fmt::format("{}", std::invoke(member, const_cast<settings&>(s)).count());
+          }};
+}
+
+const std::vector<setting_spec>& specs() {
+  static const std::vector<setting_spec> table = [] {
+    std::vector<setting_spec> t;
+    t.push_back(make_spec("listen", "HOST:PORT the HTTP server listens on (port 0: any free port)",
+                 [](settings& s, std::string_view text) -> expected<void> {
+                   auto e = parse_endpoint(text);
+                   if (!e) {
+                     return tl::unexpected(e.error());
+                   }
+                   s.listen = *e;
+                   return {};
+                 },
+                 [](const settings& s) { return toml_string(s.listen.to_string()); }));
+    t.push_back(make_spec("data_dir", "directory for the database, workspaces and files",
+                 [](settings& s, std::string_view text) -> expected<void> {
+                   if (text.empty()) {
+                     return fail(errc::invalid_argument, "must not be empty");
+                   }
+                   s.data_dir = std::filesystem::path(text);
+                   return {};
+                 },
+                 [](const settings& s) { return toml_string(s.data_dir.string()); }));
+    t.push_back(make_spec("log_level", "trace | debug | info | warn | error | off",
+                 [](settings& s, std::string_view text) -> expected<void> {
+                   auto l = log::parse_level(text);
+                   if (!l) {
+                     return tl::unexpected(l.error());
+                   }
+                   s.log_level = *l;
+                   return {};
+                 },
+                 [](const settings& s) { return toml_string(log::to_string(s.log_level)); }));
+    t.push_back(make_spec("log_format", "text | json (one JSON object per line)",
+                 [](settings& s, std::string_view text) -> expected<void> {
+                   auto f = log::parse_format(text);
+                   if (!f) {
+                     return tl::unexpected(f.error());
+                   }
+                   s.log_format = *f;
+                   return {};
+                 },
+                 [](const settings& s) {
+                   return toml_string(s.log_format == log::format::json ? "json" : "text");
+                 }));
+    t.push_back(integer_spec<unsigned>("server.io_threads", "threads running network I/O",
+                                       [](settings& s) -> unsigned& { return s.server.io_threads; },
+                                       1u, 64u));
+    t.push_back(integer_spec<std::size_t>(
+        "server.body_limit_bytes", "largest request body accepted (larger: 413)",
+        [](settings& s) -> std::size_t& { return s.server.body_limit_bytes; }, std::size_t{1},
+        std::size_t{1} << 34));
+    t.push_back(millis_spec(
+        "server.request_timeout_ms", "deadline to read a request and answer it (not streams)",
+        [](settings& s) -> std::chrono::milliseconds& { return s.server.request_timeout; }, 1,
+        86'400'000));
+    t.push_back(millis_spec(
+        "server.idle_timeout_ms", "how long an idle keep-alive connection stays open",
+        [](settings& s) -> std::chrono::milliseconds& { return s.server.idle_timeout; }, 1,
+        86'400'000));
+    t.push_back(millis_spec(
+        "server.shutdown_timeout_ms",
+        "on SIGTERM/SIGINT, how long in-flight requests and streams may finish",
+        [](settings& s) -> std::chrono::milliseconds& { return s.server.shutdown_timeout; }, 0,
+        3'600'000));
+    t.push_back(millis_spec(
+        "server.sse_ping_interval_ms", "interval of SSE keep-alive pings",
+        [](settings& s) -> std::chrono::milliseconds& { return s.server.sse_ping_interval; },
+        10, 3'600'000));
+    t.push_back(integer_spec<std::size_t>(
+        "server.sse_queue_capacity", "events buffered per SSE client before it counts as slow",
+        [](settings& s) -> std::size_t& { return s.server.sse_queue_capacity; }, std::size_t{1},
+        std::size_t{1} << 20));
+    t.push_back(integer_spec<std::size_t>(
+        "server.max_connections", "open connections at most; more are closed at once",
+        [](settings& s) -> std::size_t& { return s.server.max_connections; }, std::size_t{1},
+        std::size_t{10'000'000}));
+    t.push_back(integer_spec<unsigned>(
+        "actors.scheduler_threads", "actor scheduler threads (0: one per core)",
+        [](settings& s) -> unsigned& { return s.actors.scheduler_threads; }, 0u, 256u));
+    t.push_back(make_spec("actors.scheduler_policy", "sharing | stealing",
+                 [](settings& s, std::string_view text) -> expected<void> {
+                   if (text != "sharing" && text != "stealing") {
+                     return fail(errc::invalid_argument,
+                                 fmt::format("'{}' is not a scheduler policy (expected "
+                                             "sharing or stealing)",
+                                             text));
+                   }
+                   s.actors.scheduler_policy = std::string(text);
+                   return {};
+                 },
+                 [](const settings& s) { return toml_string(s.actors.scheduler_policy); }));
+    t.push_back(integer_spec<std::size_t>(
+        "actors.max_throughput", "messages an actor handles before yielding its thread",
+        [](settings& s) -> std::size_t& { return s.actors.max_throughput; }, std::size_t{1},
+        std::size_t{1'000'000}));
+    return t;
+  }();
+  return table;
+}
+
+const setting_spec* find_spec(std::string_view key) {
+  for (const auto& spec : specs()) {
+    if (spec.key == key) {
+      return &spec;
+    }
+  }
+  return nullptr;
+}
+
+std::string env_name_for(std::string_view key) {
+  std::string name = "TROUPE_";
+  for (const char c : key) {
+    name.push_back(c == '.' ? '_' : static_cast<char>(std::toupper(static_cast<unsigned char>(c))));
+  }
+  return name;
+}
+
+// The textual form of a TOML leaf, as a flag or variable would carry it.
+expected<std::string> leaf_text(const toml::node& node) {
+  if (auto s = node.value<std::string>()) {
+    return *s;
+  }
+  if (node.is_integer()) {
+    return fmt::format("{}", *node.value<std::int64_t>());
+  }
+  if (node.is_boolean()) {
+    return std::string(*node.value<bool>() ? "true" : "false");
+  }
+  if (node.is_floating_point()) {
+    return fmt::format("{}", *node.value<double>());
+  }
+  return fail(errc::invalid_argument, "expected a string, number or boolean");
+}
+
+expected<void> apply_table(settings& target, const toml::table& table, const std::string& prefix,
+                           std::string_view source_name) {
+  for (const auto& [raw_key, node] : table) {
+    const std::string key = prefix.empty() ? std::string(raw_key.str())
+                                           : prefix + "." + std::string(raw_key.str());
+    if (const auto* sub = node.as_table()) {
+      auto ok = apply_table(target, *sub, key, source_name);
+      if (!ok) {
+        return ok;
+      }
+      continue;
+    }
+    const auto* spec = find_spec(key);
+    if (spec == nullptr) {
+      const auto& where = raw_key.source().begin;
+      return fail(errc::invalid_argument,
+                  fmt::format("{}:{}: unknown key '{}'", source_name, where.line, key));
+    }
+    auto text = leaf_text(node);
+    if (!text) {
+      return fail(errc::invalid_argument,
+                  fmt::format("{}: key '{}': {}", source_name, key, text.error().message));
+    }
+    auto ok = spec->set(target, *text);
+    if (!ok) {
+      return fail(errc::invalid_argument,
+                  fmt::format("{}: key '{}': {}", source_name, key, ok.error().message));
+    }
+  }
+  return {};
+}
+
+} // namespace
+
+std::string endpoint::to_string() const {
+  if (host.find(':') != std::string::npos) {
+    return fmt::format("[{}]:{}", host, port);
+  }
+  return fmt::format("{}:{}", host, port);
+}
+
+expected<endpoint> parse_endpoint(std::string_view text) {
+  std::string_view host;
+  std::string_view port;
+  if (!text.empty() && text.front() == '[') {
+    const auto close = text.find(']');
+    if (close == std::string_view::npos || close + 1 >= text.size() || text[close + 1] != ':') {
+      return fail(errc::invalid_argument,
+                  fmt::format("'{}' is not HOST:PORT (IPv6 as [::1]:8080)", text));
+    }
+    host = text.substr(1, close - 1);
+    port = text.substr(close + 2);
+  } else {
+    const auto colon = text.rfind(':');
+    if (colon == std::string_view::npos) {
+      return fail(errc::invalid_argument, fmt::format("'{}' is not HOST:PORT", text));
+    }
+    host = text.substr(0, colon);
+    port = text.substr(colon + 1);
+  }
+  if (host.empty()) {
+    return fail(errc::invalid_argument, fmt::format("'{}' has no host", text));
+  }
+  auto number = parse_integer<unsigned>(port, 0u, 65535u);
+  if (!number) {
+    return fail(errc::invalid_argument,
+                fmt::format("'{}': port {}", text, number.error().message));
+  }
+  return endpoint{std::string(host), static_cast<std::uint16_t>(*number)};
+}
+
+std::span<const setting_info> setting_catalog() {
+  static const std::vector<setting_info> catalog = [] {
+    std::vector<setting_info> out;
+    const settings defaults;
+    for (const auto& spec : specs()) {
+      out.push_back({std::string(spec.key), env_name_for(spec.key), spec.get(defaults),
+                     std::string(spec.help)});
+    }
+    return out;
+  }();
+  return catalog;
+}
+
+expected<void> apply_setting(settings& target, std::string_view key, std::string_view value) {
+  const auto* spec = find_spec(key);
+  if (spec == nullptr) {
+    return fail(errc::invalid_argument, fmt::format("unknown key '{}'", key));
+  }
+  return spec->set(target, value);
+}
+
+expected<settings> apply_toml(settings base, std::string_view toml_text,
+                              std::string_view source_name) {
+  toml::table parsed;
+  try {
+    // Debian's toml++ is built with exceptions on: parse errors arrive as parse_error.
+    parsed = toml::parse(toml_text, source_name);
+  } catch (const toml::parse_error& err) {
+    return fail(errc::invalid_argument,
+                fmt::format("{}:{}:{}: {}", source_name, err.source().begin.line,
+                            err.source().begin.column, err.description()));
+  }
+  auto ok = apply_table(base, parsed, "", source_name);
+  if (!ok) {
+    return tl::unexpected(ok.error());
+  }
+  return base;
+}
+
+expected<settings> resolve_settings(const setting_sources& sources) {
+  settings result;
+  if (!sources.config_file.empty()) {
+    std::ifstream in(sources.config_file);
+    if (!in) {
+      return fail(errc::not_found,
+                  fmt::format("cannot read config file '{}'", sources.config_file.string()));
+    }
+    std::stringstream text;
+    text << in.rdbuf();
+    auto applied = apply_toml(std::move(result), text.str(), sources.config_file.string());
+    if (!applied) {
+      return applied;
+    }
+    result = std::move(*applied);
+  }
+  for (const auto& spec : specs()) {
+    const auto env = sources.environment.find(env_name_for(spec.key));
+    if (env != sources.environment.end()) {
+      auto ok = spec.set(result, env->second);
+      if (!ok) {
+        return fail(errc::invalid_argument,
+                    fmt::format("environment variable {}: {}", env->first, ok.error().message));
+      }
+    }
+  }
+  for (const auto& [key, value] : sources.flags) {
+    auto ok = apply_setting(result, key, value);
+    if (!ok) {
+      std::string flag = "--" + key;
+      std::replace(flag.begin(), flag.end(), '_', '-');
+      return fail(errc::invalid_argument, fmt::format("{}: {}", flag, ok.error().message));
+    }
+  }
+  return result;
+}
+
+std::string to_toml(const settings& s) {
+  std::string out;
+  std::string section;
+  for (const auto& spec : specs()) {
+    std::string_view key = spec.key;
+    const auto dot = key.find('.');
+    const std::string key_section = dot == std::string_view::npos ? "" : std::string(key.substr(0, dot));
+    if (key_section != section) {
+      section = key_section;
+      out += fmt::format("\n[{}]\n", section);
+    }
+    out += fmt::format("{} = {}\n", dot == std::string_view::npos ? key : key.substr(dot + 1),
+                       spec.get(s));
+  }
+  return out;
+}
+
+std::map<std::string, std::string> environment_snapshot() {
+  std::map<std::string, std::string> env;
+  for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
+    std::string_view text(*entry);
+    const auto eq = text.find('=');
+    if (eq != std::string_view::npos) {
+      env.emplace(std::string(text.substr(0, eq)), std::string(text.substr(eq + 1)));
+    }
+  }
+  return env;
+}
+
+} // namespace troupe
