@@ -66,8 +66,7 @@ void add_serve_command(CLI::App& cli, command_action& action) {
                    "data directory (env TROUPE_DATA_DIR; default ./var/troupe)");
   add_setting_flag("--log-level", "log_level",
                    "trace|debug|info|warn|error|off (env TROUPE_LOG_LEVEL; default info)");
-  add_setting_flag("--log-format", "log_format",
-                   "text|json (env TROUPE_LOG_FORMAT; default text)");
+  add_setting_flag("--log-format", "log_format", "text|json (env TROUPE_LOG_FORMAT; default text)");
   cmd->add_flag("--print-config", options->print_config,
                 "print the resolved configuration as TOML and exit");
   cmd->footer("Every config key can also be set as TROUPE_<KEY> in the environment, e.g.\n"

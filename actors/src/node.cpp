@@ -113,15 +113,15 @@ expected<endpoint> node::start() {
   d.data_dir = std::move(*lock);
 
   d.system = std::make_unique<caf::actor_system>(d.caf_config);
-  d.metrics.gauge_callback("troupe_actors_live", "Actors alive in the actor system",
-                           [sys = d.system.get()] { return static_cast<double>(sys->registry().running()); });
+  d.metrics.gauge_callback(
+      "troupe_actors_live", "Actors alive in the actor system",
+      [sys = d.system.get()] { return static_cast<double>(sys->registry().running()); });
   d.health = spawn_health(*d.system);
 
   net::router routes;
   add_system_routes(routes, {d.system.get(), d.health, &d.metrics});
-  d.server = std::make_unique<net::http_server>(d.io, std::move(routes),
-                                                net::http_server_options::from(d.config.server),
-                                                d.metrics);
+  d.server = std::make_unique<net::http_server>(
+      d.io, std::move(routes), net::http_server_options::from(d.config.server), d.metrics);
   auto bound = d.server->listen(d.config.listen);
   if (!bound) {
     return bound;
@@ -139,8 +139,9 @@ expected<endpoint> node::start() {
     impl_->signals.async_wait(
         [self](const boost::system::error_code& e, int s) { self(self, e, s); });
   };
-  d.signals.async_wait(
-      [on_signal](const boost::system::error_code& ec, int signo) { on_signal(on_signal, ec, signo); });
+  d.signals.async_wait([on_signal](const boost::system::error_code& ec, int signo) {
+    on_signal(on_signal, ec, signo);
+  });
 
   d.work.emplace(d.io.get_executor());
   for (unsigned i = 0; i < d.config.server.io_threads; ++i) {

@@ -55,11 +55,10 @@ struct server_state {
   server_state(asio::io_context& context, router table, http_server_options opts,
                metrics_registry& registry)
       : io(context), acceptor(context), routes(std::move(table)), options(std::move(opts)),
-        metrics(registry),
-        open_connections(registry.gauge("troupe_http_open_connections",
-                                       "HTTP connections open now")),
-        open_streams(registry.gauge("troupe_http_open_streams",
-                                   "Streaming responses (SSE) open now")),
+        metrics(registry), open_connections(registry.gauge("troupe_http_open_connections",
+                                                           "HTTP connections open now")),
+        open_streams(
+            registry.gauge("troupe_http_open_streams", "Streaming responses (SSE) open now")),
         request_prefix(fmt::format("{:08x}", std::random_device{}())) {}
 
   asio::io_context& io;
@@ -168,7 +167,8 @@ asio::awaitable<http_response> call_handler(const route_handler& handler, reques
     co_return co_await handler(ctx);
   } catch (const std::exception& e) {
     ctx.log().error("handler failed: {}", e.what());
-    co_return http_response::error(500, "internal", "the request failed inside troupe; see the server log");
+    co_return http_response::error(500, "internal",
+                                   "the request failed inside troupe; see the server log");
   }
 }
 
@@ -178,10 +178,10 @@ asio::awaitable<http_response> dispatch(server_state& server, request_context& c
   if (found.handler == nullptr) {
     if (!found.allowed.empty()) {
       ctx.set_route("unmatched", {});
-      auto r = http_response::error(
-          405, "method_not_allowed",
-          fmt::format("{} is not allowed on {}", to_string(ctx.request().method),
-                      ctx.request().path));
+      auto r =
+          http_response::error(405, "method_not_allowed",
+                               fmt::format("{} is not allowed on {}",
+                                           to_string(ctx.request().method), ctx.request().path));
       r.headers.push_back({"Allow", allow_header(found.allowed)});
       co_return r;
     }
@@ -196,10 +196,9 @@ asio::awaitable<http_response> dispatch(server_state& server, request_context& c
     co_return std::get<0>(std::move(outcome));
   }
   ctx.log().warn("request deadline of {} ms passed", server.options.request_timeout.count());
-  co_return http_response::error(
-      504, "timeout",
-      fmt::format("no answer within the request deadline of {} ms",
-                  server.options.request_timeout.count()));
+  co_return http_response::error(504, "timeout",
+                                 fmt::format("no answer within the request deadline of {} ms",
+                                             server.options.request_timeout.count()));
 }
 
 asio::awaitable<void> write_response(connection& conn, unsigned version, bool keep_alive,
@@ -252,8 +251,7 @@ asio::awaitable<void> pump_stream(std::shared_ptr<connection> conn,
     if (state->finished.load() && !state->channel.ready()) {
       break;
     }
-    auto [ec, chunk] =
-        co_await state->channel.async_receive(asio::as_tuple(asio::use_awaitable));
+    auto [ec, chunk] = co_await state->channel.async_receive(asio::as_tuple(asio::use_awaitable));
     if (ec) {
       co_return; // closed by the disconnect watch or a forced stop
     }
@@ -296,8 +294,7 @@ asio::awaitable<void> pump_stream(std::shared_ptr<connection> conn,
     socket.close(ignored);
     co_return;
   }
-  co_await asio::async_write(socket, http::make_chunk_last(),
-                             asio::as_tuple(asio::use_awaitable));
+  co_await asio::async_write(socket, http::make_chunk_last(), asio::as_tuple(asio::use_awaitable));
 }
 
 // Completes when the client closes its side (or the socket fails).
@@ -351,7 +348,8 @@ asio::awaitable<void> keep_stream_alive(std::shared_ptr<connection> conn,
   }
 }
 
-asio::awaitable<void> run_stream(std::shared_ptr<connection> conn, std::shared_ptr<stream_state> state,
+asio::awaitable<void> run_stream(std::shared_ptr<connection> conn,
+                                 std::shared_ptr<stream_state> state,
                                  const std::string& request_id) {
   conn->state.store(connection::phase::streaming);
   auto* server = conn->server;
@@ -374,7 +372,8 @@ asio::awaitable<void> run_stream(std::shared_ptr<connection> conn, std::shared_p
     state->report_disconnect();
     state->channel.close();
   } else {
-    auto write_started = std::make_shared<steady_clock::time_point>(steady_clock::time_point::max());
+    auto write_started =
+        std::make_shared<steady_clock::time_point>(steady_clock::time_point::max());
     co_await (pump_stream(conn, state, write_started) || watch_disconnect(conn, state) ||
               keep_stream_alive(conn, state, write_started));
   }
@@ -409,15 +408,15 @@ asio::awaitable<void> serve_connection(std::shared_ptr<server_state> server,
                                                     asio::as_tuple(asio::use_awaitable));
     conn->state.store(connection::phase::busy);
     if (ec == http::error::body_limit) {
-      co_await write_early_error(*conn, 413, "payload_too_large",
-                                 fmt::format("the request body exceeds the limit of {} bytes",
-                                             options.body_limit_bytes));
+      co_await write_early_error(
+          *conn, 413, "payload_too_large",
+          fmt::format("the request body exceeds the limit of {} bytes", options.body_limit_bytes));
       break;
     }
     if (ec == http::error::header_limit) {
-      co_await write_early_error(*conn, 431, "headers_too_large",
-                                 fmt::format("the request headers exceed {} bytes",
-                                             options.header_limit_bytes));
+      co_await write_early_error(
+          *conn, 431, "headers_too_large",
+          fmt::format("the request headers exceed {} bytes", options.header_limit_bytes));
       break;
     }
     if (ec && is_quiet_close(ec) && buffer.size() == 0) {
@@ -451,9 +450,9 @@ asio::awaitable<void> serve_connection(std::shared_ptr<server_state> server,
       }
       if (body_ec) {
         if (!is_quiet_close(body_ec)) {
-          co_await write_early_error(*conn, 400, "bad_request",
-                                     fmt::format("malformed HTTP request body: {}",
-                                                 body_ec.message()));
+          co_await write_early_error(
+              *conn, 400, "bad_request",
+              fmt::format("malformed HTTP request body: {}", body_ec.message()));
         }
         break;
       }
@@ -507,8 +506,8 @@ asio::awaitable<void> serve_and_forget(std::shared_ptr<server_state> server,
 
 asio::awaitable<void> accept_loop(std::shared_ptr<server_state> server) {
   for (;;) {
-    auto [ec, socket] = co_await server->acceptor.async_accept(
-        asio::make_strand(server->io), asio::as_tuple(asio::use_awaitable));
+    auto [ec, socket] = co_await server->acceptor.async_accept(asio::make_strand(server->io),
+                                                               asio::as_tuple(asio::use_awaitable));
     if (ec) {
       if (ec == asio::error::operation_aborted || !server->acceptor.is_open()) {
         co_return;
@@ -656,7 +655,7 @@ response_stream request_context::begin_stream(unsigned status, std::string conte
                                               std::vector<http_header> headers) {
   if (!stream_) {
     stream_ = std::make_shared<detail::stream_state>(conn_->stream.get_executor(),
-                                             conn_->server->options.stream_queue_capacity);
+                                                     conn_->server->options.stream_queue_capacity);
     stream_->status = status;
     stream_->content_type = std::move(content_type);
     stream_->headers = std::move(headers);
@@ -693,8 +692,7 @@ struct http_server::impl {
 http_server::http_server(asio::io_context& io, router routes, http_server_options options,
                          metrics_registry& metrics)
     : impl_(std::make_shared<impl>()) {
-  impl_->state =
-      std::make_shared<server_state>(io, std::move(routes), std::move(options), metrics);
+  impl_->state = std::make_shared<server_state>(io, std::move(routes), std::move(options), metrics);
 }
 
 http_server::~http_server() = default;
@@ -785,8 +783,7 @@ asio::awaitable<void> drain(std::shared_ptr<server_state> server, std::chrono::m
     }
   }
   if (remaining() > 0) {
-    log::warn("shutdown grace of {} ms over; closing {} connection(s)", grace.count(),
-              remaining());
+    log::warn("shutdown grace of {} ms over; closing {} connection(s)", grace.count(), remaining());
     for (auto& conn : live_connections(*server)) {
       close_connection(conn);
     }

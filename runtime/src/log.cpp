@@ -31,8 +31,8 @@ std::string utc_timestamp() {
   std::tm parts{};
   gmtime_r(&seconds, &parts);
   return fmt::format("{:04}-{:02}-{:02}T{:02}:{:02}:{:02}.{:03}Z", parts.tm_year + 1900,
-                     parts.tm_mon + 1, parts.tm_mday, parts.tm_hour, parts.tm_min,
-                     parts.tm_sec, millis);
+                     parts.tm_mon + 1, parts.tm_mday, parts.tm_hour, parts.tm_min, parts.tm_sec,
+                     millis);
 }
 
 bool needs_quotes(std::string_view value) {
@@ -111,11 +111,12 @@ void configure(level threshold, format shape, std::FILE* sink) {
 }
 
 bool enabled(level l) noexcept {
-  return l != level::off && static_cast<int>(l) >= state().threshold.load(std::memory_order_relaxed);
+  return l != level::off &&
+         static_cast<int>(l) >= state().threshold.load(std::memory_order_relaxed);
 }
 
-std::string format_line(format shape, level l, std::string_view timestamp,
-                        std::string_view message, const std::vector<field>& fields) {
+std::string format_line(format shape, level l, std::string_view timestamp, std::string_view message,
+                        const std::vector<field>& fields) {
   std::string line;
   if (shape == format::json) {
     json_writer w;

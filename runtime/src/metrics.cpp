@@ -9,9 +9,8 @@ namespace troupe {
 
 namespace {
 
-constexpr double latency_buckets[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005,
-                                      0.01,   0.025,   0.05,   0.1,   0.25,   0.5,
-                                      1.0,    2.5,     5.0,    10.0};
+constexpr double latency_buckets[] = {0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025,
+                                      0.05,   0.1,     0.25,   0.5,   1.0,    2.5,   5.0,  10.0};
 
 void append_escaped_label_value(std::string& out, std::string_view value) {
   for (const char c : value) {
@@ -105,12 +104,12 @@ double metric_histogram::sum() const noexcept {
   return static_cast<double>(sum_nano_.load(std::memory_order_relaxed)) / 1e9;
 }
 
-metrics_registry::family& metrics_registry::family_for(std::string_view name,
-                                                       std::string_view help, kind type) {
+metrics_registry::family& metrics_registry::family_for(std::string_view name, std::string_view help,
+                                                       kind type) {
   auto it = families_.find(name);
   if (it == families_.end()) {
-    it = families_.emplace(std::string(name), family{type, std::string(help), {}, {}, {}, {}})
-             .first;
+    it =
+        families_.emplace(std::string(name), family{type, std::string(help), {}, {}, {}, {}}).first;
   }
   assert(it->second.type == type && "one metric name used with two types");
   return it->second;
@@ -190,8 +189,8 @@ std::string metrics_registry::render() const {
                                with_label(labels, "le", format_number(bounds[i])), cumulative);
           }
           cumulative += counts.back();
-          out += fmt::format("{}_bucket{} {}\n", name, with_label(labels, "le", "+Inf"),
-                             cumulative);
+          out +=
+              fmt::format("{}_bucket{} {}\n", name, with_label(labels, "le", "+Inf"), cumulative);
           out += fmt::format("{}_sum{} {}\n", name, labels, format_number(h->sum()));
           out += fmt::format("{}_count{} {}\n", name, labels, cumulative);
         }

@@ -16,8 +16,7 @@ namespace troupe {
 
 namespace {
 
-template <class Int>
-expected<Int> parse_integer(std::string_view text, Int min, Int max) {
+template <class Int> expected<Int> parse_integer(std::string_view text, Int min, Int max) {
   Int value{};
   const auto* end = text.data() + text.size();
   const auto [ptr, ec] = std::from_chars(text.data(), end, value);
@@ -33,8 +32,9 @@ expected<Int> parse_integer(std::string_view text, Int min, Int max) {
 
 expected<std::chrono::milliseconds> parse_millis(std::string_view text, std::int64_t min,
                                                  std::int64_t max) {
-  return parse_integer<std::int64_t>(text, min, max).map(
-      [](std::int64_t v) { return std::chrono::milliseconds{v}; });
+  return parse_integer<std::int64_t>(text, min, max).map([](std::int64_t v) {
+    return std::chrono::milliseconds{v};
+  });
 }
 
 // One key: how to set it from text and how to read it back as TOML text.
@@ -102,50 +102,54 @@ setting_spec millis_spec(std::string_view key, std::string_view help, Member mem
 const std::vector<setting_spec>& specs() {
   static const std::vector<setting_spec> table = [] {
     std::vector<setting_spec> t;
-    t.push_back(make_spec("listen", "HOST:PORT the HTTP server listens on (port 0: any free port)",
-                 [](settings& s, std::string_view text) -> expected<void> {
-                   auto e = parse_endpoint(text);
-                   if (!e) {
-                     return tl::unexpected(e.error());
-                   }
-                   s.listen = *e;
-                   return {};
-                 },
-                 [](const settings& s) { return toml_string(s.listen.to_string()); }));
-    t.push_back(make_spec("data_dir", "directory for the database, workspaces and files",
-                 [](settings& s, std::string_view text) -> expected<void> {
-                   if (text.empty()) {
-                     return fail(errc::invalid_argument, "must not be empty");
-                   }
-                   s.data_dir = std::filesystem::path(text);
-                   return {};
-                 },
-                 [](const settings& s) { return toml_string(s.data_dir.string()); }));
-    t.push_back(make_spec("log_level", "trace | debug | info | warn | error | off",
-                 [](settings& s, std::string_view text) -> expected<void> {
-                   auto l = log::parse_level(text);
-                   if (!l) {
-                     return tl::unexpected(l.error());
-                   }
-                   s.log_level = *l;
-                   return {};
-                 },
-                 [](const settings& s) { return toml_string(log::to_string(s.log_level)); }));
-    t.push_back(make_spec("log_format", "text | json (one JSON object per line)",
-                 [](settings& s, std::string_view text) -> expected<void> {
-                   auto f = log::parse_format(text);
-                   if (!f) {
-                     return tl::unexpected(f.error());
-                   }
-                   s.log_format = *f;
-                   return {};
-                 },
-                 [](const settings& s) {
-                   return toml_string(s.log_format == log::format::json ? "json" : "text");
-                 }));
-    t.push_back(integer_spec<unsigned>("server.io_threads", "threads running network I/O",
-                                       [](settings& s) -> unsigned& { return s.server.io_threads; },
-                                       1u, 64u));
+    t.push_back(make_spec(
+        "listen", "HOST:PORT the HTTP server listens on (port 0: any free port)",
+        [](settings& s, std::string_view text) -> expected<void> {
+          auto e = parse_endpoint(text);
+          if (!e) {
+            return tl::unexpected(e.error());
+          }
+          s.listen = *e;
+          return {};
+        },
+        [](const settings& s) { return toml_string(s.listen.to_string()); }));
+    t.push_back(make_spec(
+        "data_dir", "directory for the database, workspaces and files",
+        [](settings& s, std::string_view text) -> expected<void> {
+          if (text.empty()) {
+            return fail(errc::invalid_argument, "must not be empty");
+          }
+          s.data_dir = std::filesystem::path(text);
+          return {};
+        },
+        [](const settings& s) { return toml_string(s.data_dir.string()); }));
+    t.push_back(make_spec(
+        "log_level", "trace | debug | info | warn | error | off",
+        [](settings& s, std::string_view text) -> expected<void> {
+          auto l = log::parse_level(text);
+          if (!l) {
+            return tl::unexpected(l.error());
+          }
+          s.log_level = *l;
+          return {};
+        },
+        [](const settings& s) { return toml_string(log::to_string(s.log_level)); }));
+    t.push_back(make_spec(
+        "log_format", "text | json (one JSON object per line)",
+        [](settings& s, std::string_view text) -> expected<void> {
+          auto f = log::parse_format(text);
+          if (!f) {
+            return tl::unexpected(f.error());
+          }
+          s.log_format = *f;
+          return {};
+        },
+        [](const settings& s) {
+          return toml_string(s.log_format == log::format::json ? "json" : "text");
+        }));
+    t.push_back(integer_spec<unsigned>(
+        "server.io_threads", "threads running network I/O",
+        [](settings& s) -> unsigned& { return s.server.io_threads; }, 1u, 64u));
     t.push_back(integer_spec<std::size_t>(
         "server.body_limit_bytes", "largest request body accepted (larger: 413)",
         [](settings& s) -> std::size_t& { return s.server.body_limit_bytes; }, std::size_t{1},
@@ -165,8 +169,8 @@ const std::vector<setting_spec>& specs() {
         3'600'000));
     t.push_back(millis_spec(
         "server.sse_ping_interval_ms", "interval of SSE keep-alive pings",
-        [](settings& s) -> std::chrono::milliseconds& { return s.server.sse_ping_interval; },
-        10, 3'600'000));
+        [](settings& s) -> std::chrono::milliseconds& { return s.server.sse_ping_interval; }, 10,
+        3'600'000));
     t.push_back(integer_spec<std::size_t>(
         "server.sse_queue_capacity", "events buffered per SSE client before it counts as slow",
         [](settings& s) -> std::size_t& { return s.server.sse_queue_capacity; }, std::size_t{1},
@@ -178,18 +182,19 @@ const std::vector<setting_spec>& specs() {
     t.push_back(integer_spec<unsigned>(
         "actors.scheduler_threads", "actor scheduler threads (0: one per core)",
         [](settings& s) -> unsigned& { return s.actors.scheduler_threads; }, 0u, 256u));
-    t.push_back(make_spec("actors.scheduler_policy", "sharing | stealing",
-                 [](settings& s, std::string_view text) -> expected<void> {
-                   if (text != "sharing" && text != "stealing") {
-                     return fail(errc::invalid_argument,
-                                 fmt::format("'{}' is not a scheduler policy (expected "
-                                             "sharing or stealing)",
-                                             text));
-                   }
-                   s.actors.scheduler_policy = std::string(text);
-                   return {};
-                 },
-                 [](const settings& s) { return toml_string(s.actors.scheduler_policy); }));
+    t.push_back(make_spec(
+        "actors.scheduler_policy", "sharing | stealing",
+        [](settings& s, std::string_view text) -> expected<void> {
+          if (text != "sharing" && text != "stealing") {
+            return fail(errc::invalid_argument,
+                        fmt::format("'{}' is not a scheduler policy (expected "
+                                    "sharing or stealing)",
+                                    text));
+          }
+          s.actors.scheduler_policy = std::string(text);
+          return {};
+        },
+        [](const settings& s) { return toml_string(s.actors.scheduler_policy); }));
     t.push_back(integer_spec<std::size_t>(
         "actors.max_throughput", "messages an actor handles before yielding its thread",
         [](settings& s) -> std::size_t& { return s.actors.max_throughput; }, std::size_t{1},
@@ -236,8 +241,8 @@ expected<std::string> leaf_text(const toml::node& node) {
 expected<void> apply_table(settings& target, const toml::table& table, const std::string& prefix,
                            std::string_view source_name) {
   for (const auto& [raw_key, node] : table) {
-    const std::string key = prefix.empty() ? std::string(raw_key.str())
-                                           : prefix + "." + std::string(raw_key.str());
+    const std::string key =
+        prefix.empty() ? std::string(raw_key.str()) : prefix + "." + std::string(raw_key.str());
     if (const auto* sub = node.as_table()) {
       auto ok = apply_table(target, *sub, key, source_name);
       if (!ok) {
@@ -298,8 +303,7 @@ expected<endpoint> parse_endpoint(std::string_view text) {
   }
   auto number = parse_integer<unsigned>(port, 0u, 65535u);
   if (!number) {
-    return fail(errc::invalid_argument,
-                fmt::format("'{}': port {}", text, number.error().message));
+    return fail(errc::invalid_argument, fmt::format("'{}': port {}", text, number.error().message));
   }
   return endpoint{std::string(host), static_cast<std::uint16_t>(*number)};
 }
@@ -386,7 +390,8 @@ std::string to_toml(const settings& s) {
   for (const auto& spec : specs()) {
     std::string_view key = spec.key;
     const auto dot = key.find('.');
-    const std::string key_section = dot == std::string_view::npos ? "" : std::string(key.substr(0, dot));
+    const std::string key_section =
+        dot == std::string_view::npos ? "" : std::string(key.substr(0, dot));
     if (key_section != section) {
       section = key_section;
       out += fmt::format("\n[{}]\n", section);

@@ -46,8 +46,8 @@ expected<data_dir_lock> open_data_dir(const std::filesystem::path& dir) {
   const auto lock_path = dir / "troupe.lock";
   const int fd = ::open(lock_path.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0600);
   if (fd < 0) {
-    return fail(errc::io_error, fmt::format("cannot open '{}': {}", lock_path.string(),
-                                            std::strerror(errno)));
+    return fail(errc::io_error,
+                fmt::format("cannot open '{}': {}", lock_path.string(), std::strerror(errno)));
   }
   if (::flock(fd, LOCK_EX | LOCK_NB) != 0) {
     char holder[32] = {};
@@ -55,15 +55,16 @@ expected<data_dir_lock> open_data_dir(const std::filesystem::path& dir) {
     ::close(fd);
     return fail(errc::conflict,
                 fmt::format("data directory '{}' is in use by another troupe process (pid {})",
-                            dir.string(), n > 0 ? std::string(holder, static_cast<std::size_t>(n)) : "unknown"));
+                            dir.string(),
+                            n > 0 ? std::string(holder, static_cast<std::size_t>(n)) : "unknown"));
   }
   const auto pid = std::to_string(::getpid());
   if (::ftruncate(fd, 0) != 0 ||
       ::pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
     const auto reason = std::strerror(errno);
     ::close(fd);
-    return fail(errc::io_error, fmt::format("data directory '{}' is not writable: {}",
-                                            dir.string(), reason));
+    return fail(errc::io_error,
+                fmt::format("data directory '{}' is not writable: {}", dir.string(), reason));
   }
   return data_dir_lock(std::filesystem::absolute(dir), fd);
 }

@@ -68,7 +68,8 @@ public:
   /// Thread-safe: the signal is emitted on the operation's executor.
   void cancel() const {
     if (signal_) {
-      asio::post(executor_, [signal = signal_] { signal->emit(asio::cancellation_type::terminal); });
+      asio::post(executor_,
+                 [signal = signal_] { signal->emit(asio::cancellation_type::terminal); });
     }
   }
 
@@ -79,8 +80,7 @@ private:
 
 namespace detail {
 
-template <class T>
-expected<T> failure_from(std::exception_ptr ep) {
+template <class T> expected<T> failure_from(std::exception_ptr ep) {
   try {
     std::rethrow_exception(ep);
   } catch (const boost::system::system_error& e) {
@@ -108,26 +108,25 @@ io_task start_io(Actor* self, asio::any_io_executor io, asio::awaitable<T> op, O
     caf::anon_send(target, io_done_atom::value, io_completion{std::move(resume)});
   };
   if constexpr (std::is_void_v<T>) {
-    asio::co_spawn(io, std::move(op),
-                   asio::bind_cancellation_slot(
-                       signal->slot(), [deliver, on_done = std::move(on_done)](
-                                           std::exception_ptr ep) mutable {
-                         auto result = ep ? detail::failure_from<void>(ep) : expected<void>{};
-                         auto shared = std::make_shared<std::pair<OnDone, expected<void>>>(
-                             std::move(on_done), std::move(result));
-                         deliver([shared] { shared->first(std::move(shared->second)); });
-                       }));
+    asio::co_spawn(
+        io, std::move(op),
+        asio::bind_cancellation_slot(
+            signal->slot(), [deliver, on_done = std::move(on_done)](std::exception_ptr ep) mutable {
+              auto result = ep ? detail::failure_from<void>(ep) : expected<void>{};
+              auto shared = std::make_shared<std::pair<OnDone, expected<void>>>(std::move(on_done),
+                                                                                std::move(result));
+              deliver([shared] { shared->first(std::move(shared->second)); });
+            }));
   } else {
-    asio::co_spawn(io, std::move(op),
-                   asio::bind_cancellation_slot(
-                       signal->slot(), [deliver, on_done = std::move(on_done)](
-                                           std::exception_ptr ep, T value) mutable {
-                         auto result =
-                             ep ? detail::failure_from<T>(ep) : expected<T>(std::move(value));
-                         auto shared = std::make_shared<std::pair<OnDone, expected<T>>>(
-                             std::move(on_done), std::move(result));
-                         deliver([shared] { shared->first(std::move(shared->second)); });
-                       }));
+    asio::co_spawn(
+        io, std::move(op),
+        asio::bind_cancellation_slot(signal->slot(), [deliver, on_done = std::move(on_done)](
+                                                         std::exception_ptr ep, T value) mutable {
+          auto result = ep ? detail::failure_from<T>(ep) : expected<T>(std::move(value));
+          auto shared = std::make_shared<std::pair<OnDone, expected<T>>>(std::move(on_done),
+                                                                         std::move(result));
+          deliver([shared] { shared->first(std::move(shared->second)); });
+        }));
   }
   return io_task(std::move(io), std::move(signal));
 }
@@ -136,8 +135,7 @@ namespace detail {
 
 /// Completes an `ask` exactly once, from whichever of answer, error, actor death or
 /// cancellation comes first, by posting to the waiting coroutine's executor.
-template <class R, class Handler>
-class ask_completion {
+template <class R, class Handler> class ask_completion {
 public:
   ask_completion(Handler handler, asio::any_io_executor executor)
       : handler_(std::move(handler)), executor_(std::move(executor)) {}
@@ -180,8 +178,8 @@ asio::awaitable<expected<R>> ask(caf::actor_system& system, Handle dest,
     using handler_type = decltype(handler);
     auto executor = asio::get_associated_executor(handler);
     auto slot = asio::get_associated_cancellation_slot(handler);
-    auto once = std::make_shared<detail::ask_completion<R, handler_type>>(std::move(handler),
-                                                                          executor);
+    auto once =
+        std::make_shared<detail::ask_completion<R, handler_type>>(std::move(handler), executor);
     if (slot.is_connected()) {
       slot.assign([weak = std::weak_ptr(once)](asio::cancellation_type) {
         if (auto o = weak.lock()) {
@@ -196,9 +194,8 @@ asio::awaitable<expected<R>> ask(caf::actor_system& system, Handle dest,
     system.spawn([once, dest, span, args...](caf::event_based_actor* self) mutable {
       self->monitor(dest);
       self->set_down_handler([once, self](caf::down_msg& msg) {
-        once->complete(fail(errc::unavailable,
-                            fmt::format("the actor died before answering ({})",
-                                        caf::to_string(msg.reason))));
+        once->complete(fail(errc::unavailable, fmt::format("the actor died before answering ({})",
+                                                           caf::to_string(msg.reason))));
         self->quit();
       });
       self->request(dest, span, std::move(args)...)

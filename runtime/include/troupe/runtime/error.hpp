@@ -67,10 +67,8 @@ inline tl::unexpected<error> fail(errc code, std::string message) {
 }
 
 /// A value or the reason there is none.
-template <class T>
-using expected = tl::expected<T, error>;
+template <class T> using expected = tl::expected<T, error>;
 
 } // namespace troupe
 
-template <>
-struct std::is_error_code_enum<troupe::errc> : std::true_type {};
+template <> struct std::is_error_code_enum<troupe::errc> : std::true_type {};

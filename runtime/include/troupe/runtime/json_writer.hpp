@@ -44,8 +44,7 @@ public:
   json_writer& value(std::nullptr_t);
   json_writer& value(double number);
   template <class Int>
-    requires(std::is_integral_v<Int> && !std::is_same_v<Int, bool>)
-  json_writer& value(Int number) {
+  requires(std::is_integral_v<Int> && !std::is_same_v<Int, bool>) json_writer& value(Int number) {
     if constexpr (std::is_signed_v<Int>) {
       return integer(static_cast<std::int64_t>(number));
     } else {

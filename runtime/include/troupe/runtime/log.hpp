@@ -65,20 +65,16 @@ public:
       write(l, fmt::format(text, std::forward<Args>(args)...), fields_);
     }
   }
-  template <class... Args>
-  void debug(fmt::format_string<Args...> text, Args&&... args) const {
+  template <class... Args> void debug(fmt::format_string<Args...> text, Args&&... args) const {
     log(level::debug, text, std::forward<Args>(args)...);
   }
-  template <class... Args>
-  void info(fmt::format_string<Args...> text, Args&&... args) const {
+  template <class... Args> void info(fmt::format_string<Args...> text, Args&&... args) const {
     log(level::info, text, std::forward<Args>(args)...);
   }
-  template <class... Args>
-  void warn(fmt::format_string<Args...> text, Args&&... args) const {
+  template <class... Args> void warn(fmt::format_string<Args...> text, Args&&... args) const {
     log(level::warn, text, std::forward<Args>(args)...);
   }
-  template <class... Args>
-  void error(fmt::format_string<Args...> text, Args&&... args) const {
+  template <class... Args> void error(fmt::format_string<Args...> text, Args&&... args) const {
     log(level::error, text, std::forward<Args>(args)...);
   }
 
@@ -91,25 +87,21 @@ private:
 };
 
 /// Lines with no context fields.
-template <class... Args>
-void debug(fmt::format_string<Args...> text, Args&&... args) {
+template <class... Args> void debug(fmt::format_string<Args...> text, Args&&... args) {
   context{}.debug(text, std::forward<Args>(args)...);
 }
-template <class... Args>
-void info(fmt::format_string<Args...> text, Args&&... args) {
+template <class... Args> void info(fmt::format_string<Args...> text, Args&&... args) {
   context{}.info(text, std::forward<Args>(args)...);
 }
-template <class... Args>
-void warn(fmt::format_string<Args...> text, Args&&... args) {
+template <class... Args> void warn(fmt::format_string<Args...> text, Args&&... args) {
   context{}.warn(text, std::forward<Args>(args)...);
 }
-template <class... Args>
-void error(fmt::format_string<Args...> text, Args&&... args) {
+template <class... Args> void error(fmt::format_string<Args...> text, Args&&... args) {
   context{}.error(text, std::forward<Args>(args)...);
 }
 
 /// Formats one line as it would be written, without the trailing newline (for tests).
-std::string format_line(format shape, level l, std::string_view timestamp,
-                        std::string_view message, const std::vector<field>& fields);
+std::string format_line(format shape, level l, std::string_view timestamp, std::string_view message,
+                        const std::vector<field>& fields);
 
 } // namespace troupe::log
