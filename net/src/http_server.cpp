@@ -403,10 +403,22 @@ asio::awaitable<void> serve_connection(std::shared_ptr<server_state> server,
     http::request_parser<http::string_body> parser;
     parser.header_limit(static_cast<std::uint32_t>(options.header_limit_bytes));
     parser.body_limit(options.body_limit_bytes);
-    conn->stream.expires_after(options.idle_timeout);
+    if (buffer.size() == 0) {
+      // Wait for the first byte of the next request under the idle timeout. Until it
+      // arrives the connection is idle, and a shutdown may close it; from then on the
+      // request is in flight and is allowed to finish.
+      conn->stream.expires_after(options.idle_timeout);
+      auto [first_ec, first_n] = co_await conn->stream.async_read_some(
+          buffer.prepare(4096), asio::as_tuple(asio::use_awaitable));
+      if (first_ec) {
+        break;
+      }
+      buffer.commit(first_n);
+    }
+    conn->state.store(connection::phase::busy);
+    conn->stream.expires_after(options.request_timeout);
     auto [ec, n] = co_await http::async_read_header(conn->stream, buffer, parser,
                                                     asio::as_tuple(asio::use_awaitable));
-    conn->state.store(connection::phase::busy);
     if (ec == http::error::body_limit) {
       co_await write_early_error(
           *conn, 413, "payload_too_large",
@@ -419,7 +431,12 @@ asio::awaitable<void> serve_connection(std::shared_ptr<server_state> server,
           fmt::format("the request headers exceed {} bytes", options.header_limit_bytes));
       break;
     }
-    if (ec && is_quiet_close(ec) && buffer.size() == 0) {
+    if (ec == beast::error::timeout) {
+      co_await write_early_error(*conn, 408, "request_timeout",
+                                 "the request headers did not arrive within the deadline");
+      break;
+    }
+    if (ec && is_quiet_close(ec)) {
       break;
     }
     if (ec) {

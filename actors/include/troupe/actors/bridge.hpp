@@ -103,30 +103,33 @@ template <class T> expected<T> failure_from(std::exception_ptr ep) {
 template <class T, class Actor, class OnDone>
 io_task start_io(Actor* self, asio::any_io_executor io, asio::awaitable<T> op, OnDone on_done) {
   auto target = caf::actor_cast<caf::actor>(self);
+  // The completion handler owns a reference to the signal: the coroutine's slot points
+  // into it for as long as the coroutine runs, whether or not the io_task is kept.
   auto signal = std::make_shared<asio::cancellation_signal>();
   auto deliver = [target](std::function<void()> resume) {
     caf::anon_send(target, io_done_atom::value, io_completion{std::move(resume)});
   };
   if constexpr (std::is_void_v<T>) {
-    asio::co_spawn(
-        io, std::move(op),
-        asio::bind_cancellation_slot(
-            signal->slot(), [deliver, on_done = std::move(on_done)](std::exception_ptr ep) mutable {
-              auto result = ep ? detail::failure_from<void>(ep) : expected<void>{};
-              auto shared = std::make_shared<std::pair<OnDone, expected<void>>>(std::move(on_done),
-                                                                                std::move(result));
-              deliver([shared] { shared->first(std::move(shared->second)); });
-            }));
+    asio::co_spawn(io, std::move(op),
+                   asio::bind_cancellation_slot(
+                       signal->slot(), [deliver, signal, on_done = std::move(on_done)](
+                                           std::exception_ptr ep) mutable {
+                         auto result = ep ? detail::failure_from<void>(ep) : expected<void>{};
+                         auto shared = std::make_shared<std::pair<OnDone, expected<void>>>(
+                             std::move(on_done), std::move(result));
+                         deliver([shared] { shared->first(std::move(shared->second)); });
+                       }));
   } else {
-    asio::co_spawn(
-        io, std::move(op),
-        asio::bind_cancellation_slot(signal->slot(), [deliver, on_done = std::move(on_done)](
-                                                         std::exception_ptr ep, T value) mutable {
-          auto result = ep ? detail::failure_from<T>(ep) : expected<T>(std::move(value));
-          auto shared = std::make_shared<std::pair<OnDone, expected<T>>>(std::move(on_done),
-                                                                         std::move(result));
-          deliver([shared] { shared->first(std::move(shared->second)); });
-        }));
+    asio::co_spawn(io, std::move(op),
+                   asio::bind_cancellation_slot(
+                       signal->slot(), [deliver, signal, on_done = std::move(on_done)](
+                                           std::exception_ptr ep, T value) mutable {
+                         auto result =
+                             ep ? detail::failure_from<T>(ep) : expected<T>(std::move(value));
+                         auto shared = std::make_shared<std::pair<OnDone, expected<T>>>(
+                             std::move(on_done), std::move(result));
+                         deliver([shared] { shared->first(std::move(shared->second)); });
+                       }));
   }
   return io_task(std::move(io), std::move(signal));
 }

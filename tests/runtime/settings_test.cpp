@@ -1,0 +1,135 @@
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+
+#include <catch2/catch.hpp>
+
+#include "troupe/runtime/settings.hpp"
+
+using namespace troupe;
+
+namespace {
+
+std::filesystem::path write_temp_config(const std::string& text) {
+  static int counter = 0;
+  auto path = std::filesystem::temp_directory_path() /
+              ("troupe-settings-test-" + std::to_string(::getpid()) + "-" +
+               std::to_string(++counter) + ".toml");
+  std::ofstream(path) << text;
+  return path;
+}
+
+} // namespace
+
+TEST_CASE("settings default to loopback 8080 and ./var/troupe", "[runtime][settings]") {
+  auto s = resolve_settings({});
+  REQUIRE(s);
+  CHECK(s->listen == endpoint{"127.0.0.1", 8080});
+  CHECK(s->data_dir == std::filesystem::path("./var/troupe"));
+  CHECK(s->log_level == log::level::info);
+  CHECK(s->server.shutdown_timeout == std::chrono::seconds(10));
+}
+
+TEST_CASE("settings take flag over environment over file over default", "[runtime][settings]") {
+  const auto file = write_temp_config("listen = \"127.0.0.1:1000\"\n"
+                                      "log_level = \"warn\"\n"
+                                      "data_dir = \"/tmp/from-file\"\n"
+                                      "[server]\nrequest_timeout_ms = 1234\n");
+  setting_sources sources;
+  sources.config_file = file;
+  sources.environment = {{"TROUPE_LISTEN", "127.0.0.1:2000"},
+                         {"TROUPE_LOG_LEVEL", "debug"},
+                         {"TROUPE_SERVER_IO_THREADS", "3"},
+                         {"UNRELATED", "x"}};
+  sources.flags = {{"listen", "127.0.0.1:3000"}};
+  auto s = resolve_settings(sources);
+  REQUIRE(s);
+  CHECK(s->listen.port == 3000);                    // flag beats env and file
+  CHECK(s->log_level == log::level::debug);         // env beats file
+  CHECK(s->data_dir == "/tmp/from-file");           // file beats default
+  CHECK(s->server.request_timeout.count() == 1234); // nested key from the file
+  CHECK(s->server.io_threads == 3);                 // nested key from the environment
+  std::filesystem::remove(file);
+}
+
+TEST_CASE("an unknown key in the config file is an error naming the key and the file",
+          "[runtime][settings]") {
+  const auto file = write_temp_config("listen = \"127.0.0.1:1\"\n[server]\nbody_limit = 5\n");
+  setting_sources sources;
+  sources.config_file = file;
+  auto s = resolve_settings(sources);
+  REQUIRE_FALSE(s);
+  CHECK(s.error().code == errc::invalid_argument);
+  CHECK_THAT(s.error().message, Catch::Contains("server.body_limit"));
+  CHECK_THAT(s.error().message, Catch::Contains(file.string()));
+  CHECK_THAT(s.error().message, Catch::Contains(":3"));
+  std::filesystem::remove(file);
+}
+
+TEST_CASE("a bad value names its key and its source", "[runtime][settings]") {
+  SECTION("in the file") {
+    auto s = apply_toml({}, "[server]\nio_threads = 0\n", "my.toml");
+    REQUIRE_FALSE(s);
+    CHECK_THAT(s.error().message, Catch::Contains("my.toml"));
+    CHECK_THAT(s.error().message, Catch::Contains("server.io_threads"));
+  }
+  SECTION("in the environment") {
+    setting_sources sources;
+    sources.environment = {{"TROUPE_LOG_FORMAT", "xml"}};
+    auto s = resolve_settings(sources);
+    REQUIRE_FALSE(s);
+    CHECK_THAT(s.error().message, Catch::Contains("TROUPE_LOG_FORMAT"));
+  }
+  SECTION("in a flag") {
+    setting_sources sources;
+    sources.flags = {{"data_dir", ""}};
+    auto s = resolve_settings(sources);
+    REQUIRE_FALSE(s);
+    CHECK_THAT(s.error().message, Catch::Contains("--data-dir"));
+  }
+  SECTION("a TOML syntax error gives line and column") {
+    auto s = apply_toml({}, "listen = \n", "broken.toml");
+    REQUIRE_FALSE(s);
+    CHECK_THAT(s.error().message, Catch::StartsWith("broken.toml:1:"));
+  }
+  SECTION("a missing config file") {
+    setting_sources sources;
+    sources.config_file = "/nonexistent/troupe.toml";
+    auto s = resolve_settings(sources);
+    REQUIRE_FALSE(s);
+    CHECK(s.error().code == errc::not_found);
+  }
+}
+
+TEST_CASE("endpoints parse IPv4, IPv6 and port 0 and reject junk", "[runtime][settings]") {
+  CHECK(parse_endpoint("0.0.0.0:80").value() == endpoint{"0.0.0.0", 80});
+  CHECK(parse_endpoint("[::1]:9000").value() == endpoint{"::1", 9000});
+  CHECK(parse_endpoint("127.0.0.1:0").value().port == 0);
+  CHECK(endpoint{"::1", 9000}.to_string() == "[::1]:9000");
+  CHECK_FALSE(parse_endpoint("localhost"));
+  CHECK_FALSE(parse_endpoint(":80"));
+  CHECK_FALSE(parse_endpoint("127.0.0.1:65536"));
+  CHECK_FALSE(parse_endpoint("127.0.0.1:8o"));
+  CHECK_FALSE(parse_endpoint("[::1]9000"));
+}
+
+TEST_CASE("the resolved settings print as TOML that reads back the same", "[runtime][settings]") {
+  settings s;
+  REQUIRE(apply_setting(s, "listen", "[::1]:7"));
+  REQUIRE(apply_setting(s, "server.sse_ping_interval_ms", "500"));
+  REQUIRE(apply_setting(s, "actors.scheduler_policy", "stealing"));
+  auto again = apply_toml({}, to_toml(s), "printed");
+  REQUIRE(again);
+  CHECK(again->listen == s.listen);
+  CHECK(again->server.sse_ping_interval.count() == 500);
+  CHECK(again->actors.scheduler_policy == "stealing");
+}
+
+TEST_CASE("every catalogued key has an environment name and a default", "[runtime][settings]") {
+  for (const auto& info : setting_catalog()) {
+    CHECK(info.env_name.rfind("TROUPE_", 0) == 0);
+    CHECK_FALSE(info.default_value.empty());
+    CHECK_FALSE(info.help.empty());
+  }
+  CHECK(setting_catalog().size() >= 10);
+}
