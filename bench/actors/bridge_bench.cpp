@@ -39,8 +39,8 @@ asio::awaitable<std::uint64_t> ask_many(caf::actor_system* system, health_actor 
                                         std::int64_t count) {
   std::uint64_t last = 0;
   for (std::int64_t i = 0; i < count; ++i) {
-    auto answer = co_await ask<std::uint64_t>(*system, health, std::chrono::seconds(5),
-                                              ping_atom::value);
+    auto answer =
+        co_await ask<std::uint64_t>(*system, health, std::chrono::seconds(5), ping_atom::value);
     last = answer ? *answer : 0;
   }
   co_return last;
@@ -103,7 +103,9 @@ void BM_bridge_start_io_round_trip(benchmark::State& state) {
   auto looper = b.system->spawn(io_looper, b.io.get_executor());
   caf::scoped_actor client{*b.system};
   for (auto _ : state) {
-    client->request(looper, std::chrono::seconds(30), go_atom::value, static_cast<int>(state.range(0)))
+    client
+        ->request(looper, std::chrono::seconds(30), go_atom::value,
+                  static_cast<int>(state.range(0)))
         .receive([](int) {}, [&state](caf::error&) { state.SkipWithError("request failed"); });
   }
   state.SetItemsProcessed(state.iterations() * state.range(0));
