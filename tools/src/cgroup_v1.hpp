@@ -1,0 +1,45 @@
+#pragma once
+
+// Private to troupe_tools: a cgroup v1 group per sandboxed run (pids and memory
+// controllers), used when the hierarchy is writable.
+
+#include <filesystem>
+#include <string>
+#include <vector>
+
+#include <sys/types.h>
+
+namespace troupe::tools::detail {
+
+/// One run's cgroups. Controllers that cannot be created are skipped; `in_force` says
+/// which limits hold. Removing the group kills anything still in it.
+class cgroup_v1 {
+public:
+  cgroup_v1(const std::filesystem::path& root, const std::string& name);
+  ~cgroup_v1();
+  cgroup_v1(const cgroup_v1&) = delete;
+  cgroup_v1& operator=(const cgroup_v1&) = delete;
+
+  /// Sets pids.max; true when in force.
+  bool limit_pids(unsigned max_pids);
+  /// Sets memory.limit_in_bytes (and memsw when present); true when in force.
+  bool limit_memory(std::size_t bytes);
+
+  /// The cgroup.procs files a new process should write its pid into (opened before
+  /// fork so the child needs no allocation).
+  const std::vector<std::string>& procs_files() const noexcept {
+    return procs_files_;
+  }
+
+  /// SIGKILLs every process in the group until it is empty (bounded).
+  void kill_all();
+  /// True when the memory controller recorded an out-of-memory kill.
+  bool oom_killed() const;
+
+private:
+  std::filesystem::path pids_dir_;
+  std::filesystem::path memory_dir_;
+  std::vector<std::string> procs_files_;
+};
+
+} // namespace troupe::tools::detail

@@ -1,0 +1,642 @@
+#include "troupe/tools/sandbox.hpp"
+
+#include <atomic>
+#include <cerrno>
+#include <charconv>
+#include <csignal>
+#include <cstring>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <set>
+
+#include <boost/asio/as_tuple.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
+#include <boost/asio/experimental/awaitable_operators.hpp>
+#include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <boost/asio/write.hpp>
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <grp.h>
+#include <sys/prctl.h>
+#include <sys/resource.h>
+#include <sys/syscall.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "cgroup_v1.hpp"
+#include "seccomp_filter.hpp"
+#include "troupe/runtime/log.hpp"
+
+namespace troupe::tools {
+
+namespace asio = boost::asio;
+using namespace asio::experimental::awaitable_operators;
+using std::chrono::steady_clock;
+
+std::string truncation_marker(std::size_t dropped_bytes) {
+  return fmt::format("\n[troupe: output truncated; {} more bytes were dropped]\n", dropped_bytes);
+}
+
+namespace {
+
+// Descriptor numbers inside the child, fixed for bubblewrap's arguments.
+constexpr int child_seccomp_fd = 10;
+constexpr int child_status_fd = 11;
+// Descriptors are moved above this before fork so the child's dup2 calls never clash.
+constexpr int high_fd_floor = 32;
+
+constexpr int exit_timed_out = 124;
+constexpr int exit_not_run = 126;
+
+/// An owned file descriptor.
+class unique_fd {
+public:
+  unique_fd() = default;
+  explicit unique_fd(int fd) : fd_(fd) {}
+  unique_fd(unique_fd&& other) noexcept : fd_(std::exchange(other.fd_, -1)) {}
+  unique_fd& operator=(unique_fd&& other) noexcept {
+    reset(std::exchange(other.fd_, -1));
+    return *this;
+  }
+  ~unique_fd() {
+    reset();
+  }
+  int get() const noexcept {
+    return fd_;
+  }
+  int release() noexcept {
+    return std::exchange(fd_, -1);
+  }
+  void reset(int fd = -1) noexcept {
+    if (fd_ >= 0) {
+      ::close(fd_);
+    }
+    fd_ = fd;
+  }
+
+private:
+  int fd_ = -1;
+};
+
+// Moves `fd` to a number >= high_fd_floor, close-on-exec.
+unique_fd lift(int fd) {
+  const int lifted = ::fcntl(fd, F_DUPFD_CLOEXEC, high_fd_floor);
+  ::close(fd);
+  return unique_fd(lifted);
+}
+
+struct pipe_pair {
+  unique_fd read;
+  unique_fd write;
+};
+
+expected<pipe_pair> make_pipe() {
+  int fds[2];
+  if (::pipe2(fds, O_CLOEXEC) != 0) {
+    return fail(errc::io_error, fmt::format("pipe2 failed: {}", std::strerror(errno)));
+  }
+  return pipe_pair{lift(fds[0]), lift(fds[1])};
+}
+
+bool valid_env_name(std::string_view name) {
+  if (name.empty()) {
+    return false;
+  }
+  for (std::size_t i = 0; i < name.size(); ++i) {
+    const char c = name[i];
+    const bool ok = c == '_' || (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') ||
+                    (i > 0 && c >= '0' && c <= '9');
+    if (!ok) {
+      return false;
+    }
+  }
+  return true;
+}
+
+// Everything the child needs, prepared before fork: after fork only async-signal-safe
+// calls are allowed, so no allocation happens there.
+struct exec_plan {
+  std::vector<std::string> argv_storage;
+  std::vector<std::string> env_storage;
+  std::vector<char*> argv;
+  std::vector<char*> envp;
+  std::vector<std::string> cgroup_procs;
+  std::string chdir_to; // host mode only
+  rlim_t address_space = 0;
+  rlim_t cpu_seconds = 0;
+  rlim_t file_size = 0;
+  rlim_t processes = 0;
+  bool drop_privileges = false;
+  uid_t uid = 65534;
+  gid_t gid = 65534;
+  int stdin_fd = -1;
+  int stdout_fd = -1;
+  int stderr_fd = -1;
+  int seccomp_fd = -1;
+  int status_fd = -1;
+
+  void freeze() {
+    for (auto& a : argv_storage) {
+      argv.push_back(a.data());
+    }
+    argv.push_back(nullptr);
+    for (auto& e : env_storage) {
+      envp.push_back(e.data());
+    }
+    envp.push_back(nullptr);
+  }
+};
+
+void write_all_raw(int fd, const char* text) {
+  auto length = std::strlen(text);
+  while (length > 0) {
+    const auto n = ::write(fd, text, length);
+    if (n <= 0) {
+      return;
+    }
+    text += n;
+    length -= static_cast<std::size_t>(n);
+  }
+}
+
+// Runs in the child between fork and exec. Async-signal-safe calls only.
+[[noreturn]] void exec_child(const exec_plan& plan, pid_t parent) {
+  ::dup2(plan.stdin_fd, STDIN_FILENO);
+  ::dup2(plan.stdout_fd, STDOUT_FILENO);
+  ::dup2(plan.stderr_fd, STDERR_FILENO);
+  if (plan.seccomp_fd >= 0) {
+    ::dup2(plan.seccomp_fd, child_seccomp_fd);
+  }
+  if (plan.status_fd >= 0) {
+    ::dup2(plan.status_fd, child_status_fd);
+  }
+  ::syscall(SYS_close_range, child_status_fd + 1, ~0U, 0);
+  ::setpgid(0, 0);
+  // Join the run's cgroups before anything else runs.
+  char pid_text[24];
+  {
+    auto pid = static_cast<unsigned long>(::getpid());
+    char reversed[24];
+    int n = 0;
+    do {
+      reversed[n++] = static_cast<char>('0' + pid % 10);
+      pid /= 10;
+    } while (pid > 0);
+    for (int i = 0; i < n; ++i) {
+      pid_text[i] = reversed[n - 1 - i];
+    }
+    pid_text[n] = '\0';
+  }
+  for (const auto& procs : plan.cgroup_procs) {
+    const int fd = ::open(procs.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd >= 0) {
+      write_all_raw(fd, pid_text);
+      ::close(fd);
+    }
+  }
+  const auto limit = [](int resource, rlim_t value) {
+    if (value > 0) {
+      rlimit l{value, value};
+      ::setrlimit(resource, &l);
+    }
+  };
+  limit(RLIMIT_AS, plan.address_space);
+  limit(RLIMIT_CPU, plan.cpu_seconds);
+  limit(RLIMIT_FSIZE, plan.file_size);
+  limit(RLIMIT_NPROC, plan.processes);
+  rlimit no_core{0, 0};
+  ::setrlimit(RLIMIT_CORE, &no_core);
+  if (plan.drop_privileges) {
+    if (::setgroups(0, nullptr) != 0 || ::setgid(plan.gid) != 0 || ::setuid(plan.uid) != 0) {
+      write_all_raw(STDERR_FILENO, "troupe sandbox: cannot drop privileges\n");
+      ::_exit(exit_not_run);
+    }
+  }
+  ::prctl(PR_SET_PDEATHSIG, SIGKILL);
+  if (::getppid() != parent) {
+    ::_exit(exit_not_run); // the parent died before the death signal was armed
+  }
+  if (!plan.chdir_to.empty() && ::chdir(plan.chdir_to.c_str()) != 0) {
+    write_all_raw(STDERR_FILENO, "troupe sandbox: cannot enter the workspace\n");
+    ::_exit(exit_not_run);
+  }
+  ::execve(plan.argv[0], plan.argv.data(), plan.envp.data());
+  write_all_raw(STDERR_FILENO, "troupe sandbox: exec failed: ");
+  write_all_raw(STDERR_FILENO, std::strerror(errno));
+  write_all_raw(STDERR_FILENO, "\n");
+  ::_exit(exit_not_run);
+}
+
+// Output captured from one pipe.
+struct capture {
+  std::string text;
+  std::size_t total = 0;
+  std::size_t cap = 0;
+  bool done = false;
+};
+
+struct run_state {
+  explicit run_state(const asio::any_io_executor& ex) : out_pipe(ex), err_pipe(ex), in_pipe(ex) {}
+  asio::posix::stream_descriptor out_pipe;
+  asio::posix::stream_descriptor err_pipe;
+  asio::posix::stream_descriptor in_pipe;
+  capture out;
+  capture err;
+};
+
+asio::awaitable<void> read_capped(std::shared_ptr<run_state> state, bool is_stdout) {
+  auto& pipe = is_stdout ? state->out_pipe : state->err_pipe;
+  auto& into = is_stdout ? state->out : state->err;
+  std::array<char, 16384> buffer;
+  for (;;) {
+    auto [ec, n] =
+        co_await pipe.async_read_some(asio::buffer(buffer), asio::as_tuple(asio::use_awaitable));
+    if (n > 0) {
+      into.total += n;
+      if (into.text.size() < into.cap) {
+        into.text.append(buffer.data(), std::min(n, into.cap - into.text.size()));
+      }
+    }
+    if (ec) {
+      break;
+    }
+  }
+  into.done = true;
+}
+
+asio::awaitable<void> feed_stdin(std::shared_ptr<run_state> state, std::string data) {
+  if (!data.empty()) {
+    co_await asio::async_write(state->in_pipe, asio::buffer(data),
+                               asio::as_tuple(asio::use_awaitable));
+  }
+  boost::system::error_code ignored;
+  state->in_pipe.close(ignored);
+}
+
+asio::awaitable<void> wait_readable(asio::posix::stream_descriptor& pidfd) {
+  co_await pidfd.async_wait(asio::posix::descriptor_base::wait_read,
+                            asio::as_tuple(asio::use_awaitable));
+}
+
+asio::awaitable<void> sleep_until(steady_clock::time_point when) {
+  asio::steady_timer timer(co_await asio::this_coro::executor, when);
+  co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+}
+
+// The integer after `"key":` in bubblewrap's JSON status lines, if present.
+std::optional<int> status_field(std::string_view status, std::string_view key) {
+  const auto at = status.find(fmt::format("\"{}\"", key));
+  if (at == std::string_view::npos) {
+    return std::nullopt;
+  }
+  auto rest = status.substr(at + key.size() + 2);
+  while (!rest.empty() && (rest.front() == ':' || rest.front() == ' ')) {
+    rest.remove_prefix(1);
+  }
+  int value = 0;
+  const auto [ptr, ec] = std::from_chars(rest.data(), rest.data() + rest.size(), value);
+  if (ec != std::errc{}) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+std::string read_available(int fd) {
+  std::string out;
+  char buffer[1024];
+  const int flags = ::fcntl(fd, F_GETFL);
+  ::fcntl(fd, F_SETFL, flags | O_NONBLOCK);
+  for (;;) {
+    const auto n = ::read(fd, buffer, sizeof buffer);
+    if (n <= 0) {
+      break;
+    }
+    out.append(buffer, static_cast<std::size_t>(n));
+  }
+  return out;
+}
+
+std::atomic<std::uint64_t> run_counter{0};
+
+// Children whose exit status a run is waiting for; the orphan reaper leaves them alone.
+std::mutex tracked_mutex;
+std::set<pid_t> tracked_children;
+
+void track(pid_t pid, bool on) {
+  std::lock_guard lock(tracked_mutex);
+  if (on) {
+    tracked_children.insert(pid);
+  } else {
+    tracked_children.erase(pid);
+  }
+}
+
+// The parent pid in /proc/<pid>/stat, or -1.
+pid_t parent_of(const std::string& pid) {
+  std::ifstream in("/proc/" + pid + "/stat");
+  std::string line;
+  std::getline(in, line);
+  const auto close = line.rfind(')');
+  if (close == std::string::npos || close + 4 >= line.size()) {
+    return -1;
+  }
+  // ") S PPID ..." : skip ") ", the state letter and a space.
+  return static_cast<pid_t>(std::atol(line.c_str() + close + 4));
+}
+
+// troupe is a child subreaper (see sandbox_runner's constructor): processes orphaned
+// inside a killed sandbox are re-parented to it rather than to init. This reaps those
+// that have exited, leaving children a run is still waiting for.
+void reap_orphans() {
+  const auto self = ::getpid();
+  std::error_code ec;
+  for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
+    const auto name = entry.path().filename().string();
+    if (name.empty() || name[0] < '0' || name[0] > '9' || parent_of(name) != self) {
+      continue;
+    }
+    const auto pid = static_cast<pid_t>(std::atol(name.c_str()));
+    {
+      std::lock_guard lock(tracked_mutex);
+      if (tracked_children.count(pid) > 0) {
+        continue;
+      }
+    }
+    ::waitpid(pid, nullptr, WNOHANG);
+  }
+}
+
+sandbox_result not_run(std::string why, bool sandboxed) {
+  sandbox_result r;
+  r.exit_code = exit_not_run;
+  r.sandboxed = sandboxed;
+  r.error = std::move(why) + "; the code was not run";
+  r.stderr_text = r.error + "\n";
+  return r;
+}
+
+} // namespace
+
+sandbox_runner::sandbox_runner(sandbox_options options) : options_(std::move(options)) {
+  static std::once_flag subreaper;
+  std::call_once(subreaper, [] { ::prctl(PR_SET_CHILD_SUBREAPER, 1); });
+}
+
+asio::awaitable<sandbox_result> sandbox_runner::run(sandbox_request request) const {
+  co_await asio::this_coro::throw_if_cancelled(false);
+  const bool sandboxed = !options_.allow_host;
+  const auto started = steady_clock::now();
+  if (request.argv.empty()) {
+    co_return not_run("no command given", sandboxed);
+  }
+  std::error_code fs_ec;
+  if (!std::filesystem::is_directory(request.workspace, fs_ec)) {
+    co_return not_run(fmt::format("workspace '{}' is not a directory", request.workspace.string()),
+                      sandboxed);
+  }
+  const auto workspace = std::filesystem::canonical(request.workspace, fs_ec);
+  const auto& limits = request.limits;
+  const bool as_root = ::geteuid() == 0;
+
+  sandbox_result result;
+  result.sandboxed = sandboxed;
+  exec_plan plan;
+  unique_fd seccomp_fd;
+  if (sandboxed) {
+    if (::access(options_.bwrap.c_str(), X_OK) != 0) {
+      co_return not_run(fmt::format("the sandbox needs bubblewrap at {}, which is missing (apt-get "
+                                    "install bubblewrap)",
+                                    options_.bwrap.string()),
+                        true);
+    }
+    auto filter = detail::build_seccomp_filter();
+    if (!filter) {
+      co_return not_run("cannot build the seccomp filter: " + filter.error().message, true);
+    }
+    seccomp_fd = lift(*filter);
+    auto& a = plan.argv_storage;
+    a = {options_.bwrap.string(),
+         "--unshare-all",
+         "--die-with-parent",
+         "--new-session",
+         "--cap-drop",
+         "ALL",
+         "--hostname",
+         "sandbox",
+         "--ro-bind",
+         "/usr",
+         "/usr",
+         "--symlink",
+         "usr/lib",
+         "/lib",
+         "--symlink",
+         "usr/lib64",
+         "/lib64",
+         "--symlink",
+         "usr/bin",
+         "/bin",
+         "--symlink",
+         "usr/sbin",
+         "/sbin"};
+    for (const auto& path : options_.read_only_paths) {
+      a.insert(a.end(), {"--ro-bind-try", path.string(), path.string()});
+    }
+    a.insert(a.end(),
+             {"--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev", "--bind", workspace.string(),
+              "/work", "--chdir", "/work", "--seccomp", std::to_string(child_seccomp_fd),
+              "--json-status-fd", std::to_string(child_status_fd), "--"});
+    a.insert(a.end(), request.argv.begin(), request.argv.end());
+    result.limits_in_force.insert(result.limits_in_force.end(),
+                                  {"namespaces=user,pid,net,ipc,uts,mount", "seccomp"});
+  } else {
+    plan.argv_storage = request.argv;
+    plan.chdir_to = workspace.string();
+  }
+  const std::string home = sandboxed ? "/work" : workspace.string();
+  plan.env_storage = {"PATH=/usr/local/bin:/usr/bin:/bin",
+                      "HOME=" + home,
+                      "TMPDIR=/tmp",
+                      "LANG=C.UTF-8",
+                      "MPLCONFIGDIR=/tmp",
+                      "MPLBACKEND=Agg",
+                      "OPENBLAS_NUM_THREADS=1",
+                      "PYTHONDONTWRITEBYTECODE=1"};
+  for (const auto& [name, value] : request.env) {
+    if (!valid_env_name(name)) {
+      co_return not_run(fmt::format("environment variable name '{}' is not valid", name),
+                        sandboxed);
+    }
+    plan.env_storage.push_back(name + "=" + value);
+  }
+  if (plan.argv_storage[0].find('/') == std::string::npos) {
+    // execve needs a path; the sandbox's own PATH is searched by bwrap for its payload,
+    // but on the host the command must be resolved here.
+    plan.argv_storage[0] = "/usr/bin/" + plan.argv_storage[0];
+  }
+
+  const auto address_space_mb =
+      limits.address_space_mb ? limits.address_space_mb : limits.memory_mb;
+  plan.address_space = static_cast<rlim_t>(address_space_mb) * 1024 * 1024;
+  plan.cpu_seconds = static_cast<rlim_t>(
+      std::chrono::duration_cast<std::chrono::seconds>(limits.timeout).count() + 1);
+  plan.file_size = static_cast<rlim_t>(limits.max_file_bytes);
+  // RLIMIT_NPROC counts every process of the uid, across concurrent runs: a generous
+  // backstop; the per-run cap is the cgroup's pids.max.
+  plan.processes = static_cast<rlim_t>(std::max(1024u, limits.max_processes * 16));
+  plan.drop_privileges = as_root;
+  plan.uid = options_.uid;
+  plan.gid = options_.gid;
+  result.limits_in_force.push_back(fmt::format("rlimit_as={}MiB", address_space_mb));
+  result.limits_in_force.push_back(fmt::format("rlimit_cpu={}s", plan.cpu_seconds));
+  result.limits_in_force.push_back(fmt::format("rlimit_fsize={}", plan.file_size));
+  result.limits_in_force.push_back(fmt::format("rlimit_nproc={}", plan.processes));
+  if (as_root) {
+    // The unprivileged uid must be able to write its workspace.
+    if (::chown(workspace.c_str(), options_.uid, options_.gid) != 0) {
+      co_return not_run(fmt::format("cannot hand the workspace to uid {}: {}", options_.uid,
+                                    std::strerror(errno)),
+                        sandboxed);
+    }
+    result.limits_in_force.push_back(fmt::format("uid={}", options_.uid));
+  }
+
+  detail::cgroup_v1 group(options_.cgroup_root,
+                          fmt::format("run-{}-{}", ::getpid(), run_counter.fetch_add(1)));
+  if (group.limit_pids(limits.max_processes)) {
+    result.limits_in_force.push_back(fmt::format("cgroup_pids={}", limits.max_processes));
+  }
+  if (group.limit_memory(limits.memory_mb * 1024 * 1024)) {
+    result.limits_in_force.push_back(fmt::format("cgroup_memory={}MiB", limits.memory_mb));
+  }
+  plan.cgroup_procs = group.procs_files();
+
+  auto in = make_pipe();
+  auto out = make_pipe();
+  auto err = make_pipe();
+  auto status = make_pipe();
+  if (!in || !out || !err || !status) {
+    co_return not_run("cannot create pipes", sandboxed);
+  }
+  plan.stdin_fd = in->read.get();
+  plan.stdout_fd = out->write.get();
+  plan.stderr_fd = err->write.get();
+  plan.seccomp_fd = seccomp_fd.get();
+  plan.status_fd = sandboxed ? status->write.get() : -1;
+  plan.freeze();
+
+  const pid_t parent = ::getpid();
+  const pid_t pid = ::fork();
+  if (pid < 0) {
+    co_return not_run(fmt::format("fork failed: {}", std::strerror(errno)), sandboxed);
+  }
+  if (pid == 0) {
+    exec_child(plan, parent);
+  }
+  track(pid, true);
+  in->read.reset();
+  out->write.reset();
+  err->write.reset();
+  status->write.reset();
+  seccomp_fd.reset();
+
+  auto executor = co_await asio::this_coro::executor;
+  auto state = std::make_shared<run_state>(executor);
+  state->out.cap = limits.output_cap_bytes;
+  state->err.cap = limits.output_cap_bytes;
+  state->out_pipe.assign(out->read.release());
+  state->err_pipe.assign(err->read.release());
+  state->in_pipe.assign(in->write.release());
+  asio::co_spawn(executor, read_capped(state, true), asio::detached);
+  asio::co_spawn(executor, read_capped(state, false), asio::detached);
+  asio::co_spawn(executor, feed_stdin(state, std::move(request.stdin_data)), asio::detached);
+
+  const int raw_pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  asio::posix::stream_descriptor pidfd(executor);
+  if (raw_pidfd >= 0) {
+    pidfd.assign(raw_pidfd);
+  }
+  const auto kill_tree = [&] {
+    ::kill(pid, SIGKILL);
+    ::kill(-pid, SIGKILL);
+    group.kill_all();
+  };
+
+  // Wait for the exit, the deadline, or the caller's cancellation.
+  const auto deadline = started + limits.timeout;
+  co_await (wait_readable(pidfd) || sleep_until(deadline));
+  const auto cancel_state = co_await asio::this_coro::cancellation_state;
+  if (cancel_state.cancelled() != asio::cancellation_type::none) {
+    result.cancelled = true;
+    co_await asio::this_coro::reset_cancellation_state();
+  }
+  int wait_status = 0;
+  if (::waitpid(pid, &wait_status, WNOHANG) != pid) {
+    if (!result.cancelled) {
+      result.timed_out = true;
+    }
+    kill_tree();
+    co_await (wait_readable(pidfd) || sleep_until(steady_clock::now() + std::chrono::seconds(5)));
+    ::waitpid(pid, &wait_status, 0);
+  }
+  track(pid, false);
+  // Processes left behind (host mode has no pid namespace to take them down) would hold
+  // the pipes open: end them, then drain what they wrote.
+  kill_tree();
+  const auto drain_deadline = steady_clock::now() + std::chrono::seconds(2);
+  asio::steady_timer pause(executor);
+  while ((!state->out.done || !state->err.done) && steady_clock::now() < drain_deadline) {
+    pause.expires_after(std::chrono::milliseconds(2));
+    co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
+  }
+  reap_orphans();
+  boost::system::error_code ignored;
+  state->out_pipe.close(ignored);
+  state->err_pipe.close(ignored);
+  state->in_pipe.close(ignored);
+
+  const auto status_text = sandboxed ? read_available(status->read.get()) : std::string{};
+  result.duration =
+      std::chrono::duration_cast<std::chrono::milliseconds>(steady_clock::now() - started);
+  result.stdout_text = std::move(state->out.text);
+  result.stderr_text = std::move(state->err.text);
+  result.stdout_bytes = state->out.total;
+  result.stderr_bytes = state->err.total;
+  if (state->out.total > result.stdout_text.size()) {
+    result.stdout_truncated = true;
+    result.stdout_text += truncation_marker(state->out.total - result.stdout_text.size());
+  }
+  if (state->err.total > result.stderr_text.size()) {
+    result.stderr_truncated = true;
+    result.stderr_text += truncation_marker(state->err.total - result.stderr_text.size());
+  }
+  if (sandboxed && !status_field(status_text, "child-pid") && !result.timed_out &&
+      !result.cancelled) {
+    auto failed = not_run(
+        "the sandbox could not be set up: " +
+            (result.stderr_text.empty() ? std::string("bubblewrap failed") : result.stderr_text),
+        true);
+    failed.limits_in_force = std::move(result.limits_in_force);
+    failed.duration = result.duration;
+    co_return failed;
+  }
+  if (result.timed_out) {
+    result.exit_code = exit_timed_out;
+  } else if (auto code = status_field(status_text, "exit-code")) {
+    result.exit_code = *code;
+  } else if (WIFEXITED(wait_status)) {
+    result.exit_code = WEXITSTATUS(wait_status);
+  } else if (WIFSIGNALED(wait_status)) {
+    result.exit_code = 128 + WTERMSIG(wait_status);
+  }
+  if (group.oom_killed()) {
+    result.error = "the memory limit was reached";
+  }
+  co_return result;
+}
+
+} // namespace troupe::tools

@@ -1,0 +1,112 @@
+#include "seccomp_filter.hpp"
+
+#include <cerrno>
+#include <cstring>
+#include <memory>
+
+#include <fmt/format.h>
+#include <linux/sched.h>
+#include <seccomp.h>
+#include <sys/mman.h>
+#include <unistd.h>
+
+namespace troupe::tools::detail {
+
+namespace {
+
+// Calls that are denied outright.
+constexpr const char* denied_calls[] = {
+    "ptrace",
+    "process_vm_readv",
+    "process_vm_writev",
+    "mount",
+    "umount2",
+    "pivot_root",
+    "chroot",
+    "swapon",
+    "swapoff",
+    "reboot",
+    "kexec_load",
+    "kexec_file_load",
+    "init_module",
+    "finit_module",
+    "delete_module",
+    "bpf",
+    "perf_event_open",
+    "userfaultfd",
+    "keyctl",
+    "add_key",
+    "request_key",
+    "unshare",
+    "setns",
+    "acct",
+    "quotactl",
+    "syslog",
+    "iopl",
+    "ioperm",
+    "open_by_handle_at",
+    "name_to_handle_at",
+    "lookup_dcookie",
+    "fanotify_init",
+    "move_mount",
+    "open_tree",
+    "fsopen",
+    "fsmount",
+    "fsconfig",
+    "fspick",
+    "mount_setattr",
+    "clone3",
+};
+
+struct filter_deleter {
+  void operator()(scmp_filter_ctx* ctx) const {
+    seccomp_release(*ctx);
+    delete ctx;
+  }
+};
+
+} // namespace
+
+expected<int> build_seccomp_filter() {
+  scmp_filter_ctx raw = seccomp_init(SCMP_ACT_ALLOW);
+  if (raw == nullptr) {
+    return fail(errc::internal, "seccomp_init failed");
+  }
+  std::unique_ptr<scmp_filter_ctx, filter_deleter> ctx(new scmp_filter_ctx(raw));
+  for (const char* name : denied_calls) {
+    const int nr = seccomp_syscall_resolve_name(name);
+    if (nr == __NR_SCMP_ERROR) {
+      continue; // not on this architecture
+    }
+    // clone3 gets ENOSYS so libc falls back to clone, whose flags can be inspected.
+    const auto action =
+        std::strcmp(name, "clone3") == 0 ? SCMP_ACT_ERRNO(ENOSYS) : SCMP_ACT_ERRNO(EPERM);
+    if (const int rc = seccomp_rule_add(*ctx, action, nr, 0); rc != 0) {
+      return fail(errc::internal,
+                  fmt::format("seccomp rule for {} failed: {}", name, std::strerror(-rc)));
+    }
+  }
+  // clone() may not create namespaces (nested user namespaces are the classic way out):
+  // one rule per flag, each matching when that bit is set in the flags argument.
+  for (const scmp_datum_t flag : {CLONE_NEWUSER, CLONE_NEWNS, CLONE_NEWNET, CLONE_NEWPID,
+                                  CLONE_NEWIPC, CLONE_NEWUTS, CLONE_NEWCGROUP}) {
+    if (const int rc = seccomp_rule_add(*ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(clone), 1,
+                                        SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag));
+        rc != 0) {
+      return fail(errc::internal,
+                  fmt::format("seccomp rule for clone failed: {}", std::strerror(-rc)));
+    }
+  }
+  const int fd = ::memfd_create("troupe-seccomp", 0);
+  if (fd < 0) {
+    return fail(errc::io_error, fmt::format("memfd_create failed: {}", std::strerror(errno)));
+  }
+  if (const int rc = seccomp_export_bpf(*ctx, fd); rc != 0) {
+    ::close(fd);
+    return fail(errc::internal, fmt::format("seccomp_export_bpf failed: {}", std::strerror(-rc)));
+  }
+  ::lseek(fd, 0, SEEK_SET);
+  return fd;
+}
+
+} // namespace troupe::tools::detail
