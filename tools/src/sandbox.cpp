@@ -351,8 +351,10 @@ pid_t parent_of(const std::string& pid) {
 
 // troupe is a child subreaper (see sandbox_runner's constructor): processes orphaned
 // inside a killed sandbox are re-parented to it rather than to init. This reaps those
-// that have exited, leaving children a run is still waiting for.
-void reap_orphans() {
+// that have exited, leaving children a run is still waiting for. Returns how many
+// untracked children remain (still dying).
+int reap_orphans() {
+  int remaining = 0;
   const auto self = ::getpid();
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
@@ -367,8 +369,11 @@ void reap_orphans() {
         continue;
       }
     }
-    ::waitpid(pid, nullptr, WNOHANG);
+    if (::waitpid(pid, nullptr, WNOHANG) != pid) {
+      ++remaining;
+    }
   }
+  return remaining;
 }
 
 sandbox_result not_run(std::string why, bool sandboxed) {
@@ -593,7 +598,12 @@ asio::awaitable<sandbox_result> sandbox_runner::run(sandbox_request request) con
     pause.expires_after(std::chrono::milliseconds(2));
     co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
   }
-  reap_orphans();
+  // Orphans die moments after their sandbox's first process: reap them (bounded).
+  const auto reap_deadline = steady_clock::now() + std::chrono::milliseconds(500);
+  while (reap_orphans() > 0 && steady_clock::now() < reap_deadline) {
+    pause.expires_after(std::chrono::milliseconds(2));
+    co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
+  }
   boost::system::error_code ignored;
   state->out_pipe.close(ignored);
   state->err_pipe.close(ignored);
