@@ -463,14 +463,11 @@ asio::awaitable<sandbox_result> sandbox_runner::run(sandbox_request request) con
     plan.chdir_to = workspace.string();
   }
   const std::string home = sandboxed ? "/work" : workspace.string();
-  plan.env_storage = {"PATH=/usr/local/bin:/usr/bin:/bin",
-                      "HOME=" + home,
-                      "TMPDIR=/tmp",
-                      "LANG=C.UTF-8",
-                      "MPLCONFIGDIR=/tmp",
-                      "MPLBACKEND=Agg",
-                      "OPENBLAS_NUM_THREADS=1",
-                      "PYTHONDONTWRITEBYTECODE=1"};
+  plan.env_storage = {"PATH=/usr/local/bin:/usr/bin:/bin", "HOME=" + home, "TMPDIR=/tmp",
+                      "LANG=C.UTF-8", "MPLCONFIGDIR=/tmp", "MPLBACKEND=Agg",
+                      "OPENBLAS_NUM_THREADS=1", "PYTHONDONTWRITEBYTECODE=1",
+                      // Caches (fontconfig, pip, …) go to the private /tmp, not the workspace.
+                      "XDG_CACHE_HOME=/tmp/.cache", "XDG_CONFIG_HOME=/tmp/.config"};
   for (const auto& [name, value] : request.env) {
     if (!valid_env_name(name)) {
       co_return not_run(fmt::format("environment variable name '{}' is not valid", name),

@@ -86,9 +86,11 @@ struct sandbox_options {
   /// and the result says which limits were in force.
   std::filesystem::path cgroup_root = "/sys/fs/cgroup";
   /// Host paths bound read-only besides /usr (and the /bin, /lib symlinks into it).
-  std::vector<std::filesystem::path> read_only_paths = {"/etc/ld.so.cache", "/etc/alternatives",
-                                                        "/etc/localtime",   "/etc/passwd",
-                                                        "/etc/group",       "/etc/fonts"};
+  /// (/etc/alternatives carries the BLAS numpy loads; /etc/matplotlibrc is where Debian
+  /// keeps matplotlib's defaults.)
+  std::vector<std::filesystem::path> read_only_paths = {
+      "/etc/ld.so.cache", "/etc/alternatives", "/etc/localtime",   "/etc/passwd",
+      "/etc/group",       "/etc/fonts",        "/etc/matplotlibrc"};
 };
 
 /// Runs commands in sandboxes. Thread-safe; each run is independent.

@@ -1,0 +1,38 @@
+#pragma once
+
+/// \file
+/// The built-in tools that work in an agent's workspace: read, write, edit, ls, find,
+/// grep and exec (a shell command in the sandbox), and the code interpreter (python,
+/// javascript or bash in the sandbox, with generated files returned as attachments).
+
+#include <filesystem>
+#include <memory>
+
+#include "troupe/tools/sandbox.hpp"
+#include "troupe/tools/tool.hpp"
+
+namespace troupe::tools {
+
+std::shared_ptr<const tool> make_read_tool();
+std::shared_ptr<const tool> make_write_tool();
+std::shared_ptr<const tool> make_edit_tool();
+std::shared_ptr<const tool> make_ls_tool();
+std::shared_ptr<const tool> make_find_tool();
+std::shared_ptr<const tool> make_grep_tool();
+std::shared_ptr<const tool> make_exec_tool();
+
+/// Where the code interpreter finds each language's runtime (inside the sandbox, the
+/// host's /usr is mounted read-only, so these are host paths under /usr).
+struct code_interpreter_options {
+  std::filesystem::path python = "/usr/bin/python3";
+  std::filesystem::path node = "/usr/bin/node";
+  std::filesystem::path bash = "/usr/bin/bash";
+};
+
+std::shared_ptr<const tool> make_code_interpreter_tool(code_interpreter_options options = {});
+
+/// Adds every built-in workspace tool and the code interpreter to `registry`.
+expected<void> register_builtin_tools(tool_registry& registry,
+                                      code_interpreter_options options = {});
+
+} // namespace troupe::tools

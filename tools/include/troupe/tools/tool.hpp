@@ -1,0 +1,91 @@
+#pragma once
+
+/// \file
+/// The tool interface: what the run core calls for each tool call, and the registry of
+/// tools by name. A tool runs as a coroutine on an io executor (the run actor starts it
+/// through the bridge); cancelling the awaiting coroutine cancels the tool, including
+/// any sandboxed process it started.
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/asio/awaitable.hpp>
+
+#include "troupe/runtime/error.hpp"
+#include "troupe/tools/tool_catalog.hpp"
+
+namespace troupe::tools {
+
+class sandbox_runner;
+
+/// A file a tool produced or found, relative to the workspace.
+struct tool_artifact {
+  std::string path;
+  std::string mime;
+  std::uint64_t size = 0;
+
+  friend bool operator==(const tool_artifact&, const tool_artifact&) = default;
+};
+
+/// What a tool call gave back.
+struct tool_result {
+  /// False when the call failed; `content` then says why in words the model can act on.
+  bool ok = true;
+  /// What the model sees: JSON text (most tools) or plain text.
+  std::string content;
+  /// Files produced by the call (they become stored attachments of the run).
+  std::vector<tool_artifact> artifacts;
+  /// For failures, the harness's blocker vocabulary: invalid_arguments, not_found,
+  /// permission_denied, policy_blocked, timeout, tool_error.
+  std::string failure_kind;
+};
+
+/// A failed result with `kind` and `message` (content is `{"ok":false,"error":…}`).
+tool_result tool_failure(std::string_view kind, std::string_view message);
+
+/// What a call may use: its workspace and the sandbox.
+struct tool_context {
+  /// The agent's workspace on the host; every path a tool touches stays inside it.
+  std::filesystem::path workspace;
+  std::string run_id;
+  std::string call_id;
+  /// The sandbox for tools that run code; null where none is configured.
+  const sandbox_runner* sandbox = nullptr;
+};
+
+/// One tool.
+class tool {
+public:
+  virtual ~tool() = default;
+  /// Name, description, JSON Schema of the arguments, concurrency safety.
+  virtual const tool_descriptor& descriptor() const noexcept = 0;
+  /// Runs one call. `arguments` is the JSON text the model wrote (already validated
+  /// against the schema by the caller, but tools check what they rely on).
+  virtual boost::asio::awaitable<tool_result> invoke(std::string arguments,
+                                                     tool_context context) const = 0;
+};
+
+/// Tools by name.
+class tool_registry {
+public:
+  /// Adds a tool; fails on an invalid or duplicate name.
+  expected<void> add(std::shared_ptr<const tool> t);
+  /// The tool called `name`, or null.
+  std::shared_ptr<const tool> find(std::string_view name) const;
+  /// Descriptors of every tool, in registration order.
+  const tool_catalog& catalog() const noexcept {
+    return catalog_;
+  }
+
+private:
+  tool_catalog catalog_;
+  std::map<std::string, std::shared_ptr<const tool>, std::less<>> tools_;
+};
+
+} // namespace troupe::tools

@@ -1,0 +1,541 @@
+// The workspace tools: read, write, edit, ls, find, grep, exec.
+
+#include <algorithm>
+#include <filesystem>
+#include <regex>
+
+#include <fcntl.h>
+#include <fmt/format.h>
+#include <fnmatch.h>
+#include <unistd.h>
+
+#include "tool_arguments.hpp"
+#include "troupe/runtime/json_writer.hpp"
+#include "troupe/tools/builtin_tools.hpp"
+#include "troupe/tools/workspace.hpp"
+
+namespace troupe::tools {
+
+namespace asio = boost::asio;
+using detail::tool_arguments;
+
+namespace {
+
+constexpr std::size_t max_read_bytes = 256 * 1024;
+constexpr std::int64_t default_read_lines = 200;
+constexpr std::int64_t max_read_lines = 2000;
+constexpr std::size_t max_find_results = 500;
+constexpr std::size_t max_grep_matches = 200;
+constexpr std::size_t max_grep_file_bytes = 1024 * 1024;
+constexpr std::size_t max_edit_bytes = 4 * 1024 * 1024;
+constexpr std::size_t max_ls_entries = 1000;
+
+std::string_view failure_kind_of(errc code) {
+  switch (code) {
+    case errc::not_found:
+      return "not_found";
+    case errc::permission_denied:
+      return "permission_denied";
+    case errc::invalid_argument:
+      return "invalid_arguments";
+    case errc::timeout:
+      return "timeout";
+    default:
+      return "tool_error";
+  }
+}
+
+tool_result failure_from(const error& e) {
+  return tool_failure(failure_kind_of(e.code), e.message);
+}
+
+// A tool given by its descriptor and a coroutine function.
+class function_tool final : public tool {
+public:
+  using body = asio::awaitable<tool_result> (*)(std::string, tool_context);
+
+  function_tool(tool_descriptor d, body f) : descriptor_(std::move(d)), body_(f) {}
+
+  const tool_descriptor& descriptor() const noexcept override {
+    return descriptor_;
+  }
+  asio::awaitable<tool_result> invoke(std::string arguments, tool_context context) const override {
+    return body_(std::move(arguments), std::move(context));
+  }
+
+private:
+  tool_descriptor descriptor_;
+  body body_;
+};
+
+// When troupe runs as root the sandbox runs as another uid: files troupe writes must be
+// the sandbox's too, or code could not change its own inputs.
+void hand_to_sandbox(const tool_context& ctx, const std::filesystem::path& file) {
+  if (ctx.sandbox != nullptr && ::geteuid() == 0) {
+    const auto& o = ctx.sandbox->options();
+    (void)::lchown(file.c_str(), o.uid, o.gid);
+  }
+}
+
+asio::awaitable<tool_result> read_body(std::string arguments, tool_context ctx) {
+  auto args = tool_arguments::parse(arguments);
+  if (!args) {
+    co_return failure_from(args.error());
+  }
+  auto path = args->required_text("file_path");
+  auto offset = args->integer("offset");
+  auto limit = args->integer("limit");
+  if (!path || !offset || !limit) {
+    co_return failure_from(!path ? path.error() : !offset ? offset.error() : limit.error());
+  }
+  const auto from = std::max<std::int64_t>(1, offset->value_or(1));
+  const auto count =
+      std::clamp<std::int64_t>(limit->value_or(default_read_lines), 1, max_read_lines);
+  auto ws = workspace::open(ctx.workspace);
+  if (!ws) {
+    co_return failure_from(ws.error());
+  }
+  auto rel = ws->relative(*path);
+  if (!rel) {
+    co_return failure_from(rel.error());
+  }
+  auto content = ws->read_file(*rel, max_read_bytes);
+  if (!content) {
+    co_return failure_from(content.error());
+  }
+  std::string numbered;
+  std::int64_t line_number = 0;
+  std::int64_t last = 0;
+  std::size_t start = 0;
+  while (start < content->size()) {
+    auto end = content->find('\n', start);
+    if (end == std::string::npos) {
+      end = content->size();
+    }
+    ++line_number;
+    if (line_number >= from && line_number < from + count) {
+      numbered += fmt::format("{:6}\t{}\n", line_number,
+                              std::string_view(*content).substr(start, end - start));
+      last = line_number;
+    }
+    start = end + 1;
+  }
+  json_writer w;
+  w.begin_object();
+  w.key("ok").value(true).key("path").value(*rel);
+  w.key("from_line").value(from).key("to_line").value(last);
+  w.key("total_lines").value(line_number);
+  w.key("more").value(last < line_number);
+  w.key("content").value(numbered);
+  w.end_object();
+  co_return tool_result{true, std::move(w).str(), {}, {}};
+}
+
+asio::awaitable<tool_result> write_body(std::string arguments, tool_context ctx) {
+  auto args = tool_arguments::parse(arguments);
+  if (!args) {
+    co_return failure_from(args.error());
+  }
+  auto path = args->required_text("path");
+  auto content = args->required_text("content");
+  auto append = args->boolean("append");
+  if (!path || !content || !append) {
+    co_return failure_from(!path ? path.error() : !content ? content.error() : append.error());
+  }
+  auto ws = workspace::open(ctx.workspace);
+  if (!ws) {
+    co_return failure_from(ws.error());
+  }
+  auto rel = ws->relative(*path);
+  if (!rel) {
+    co_return failure_from(rel.error());
+  }
+  if (*rel == ".") {
+    co_return tool_failure("invalid_arguments", "arguments.path: names the workspace itself");
+  }
+  auto written = ws->write_file(*rel, *content, append->value_or(false));
+  if (!written) {
+    co_return failure_from(written.error());
+  }
+  hand_to_sandbox(ctx, ws->root() / *rel);
+  const auto mime = detect_mime(*rel, std::string_view(*content).substr(0, 512));
+  json_writer w;
+  w.begin_object();
+  w.key("ok").value(true).key("__type").value("file").key("path").value(*rel);
+  w.key("bytes").value(*written).key("mime").value(mime);
+  w.end_object();
+  tool_result r{true, std::move(w).str(), {}, {}};
+  r.artifacts.push_back({*rel, mime, *written});
+  co_return r;
+}
+
+asio::awaitable<tool_result> edit_body(std::string arguments, tool_context ctx) {
+  auto args = tool_arguments::parse(arguments);
+  if (!args) {
+    co_return failure_from(args.error());
+  }
+  auto path = args->required_text("file_path");
+  auto old_text = args->required_text("old_string");
+  auto new_text = args->required_text("new_string");
+  auto replace_all = args->boolean("replace_all");
+  if (!path || !old_text || !new_text || !replace_all) {
+    co_return failure_from(!path       ? path.error()
+                           : !old_text ? old_text.error()
+                           : !new_text ? new_text.error()
+                                       : replace_all.error());
+  }
+  if (old_text->empty()) {
+    co_return tool_failure("invalid_arguments", "arguments.old_string: must not be empty");
+  }
+  auto ws = workspace::open(ctx.workspace);
+  if (!ws) {
+    co_return failure_from(ws.error());
+  }
+  auto rel = ws->relative(*path);
+  if (!rel) {
+    co_return failure_from(rel.error());
+  }
+  auto content = ws->read_file(*rel, max_edit_bytes);
+  if (!content) {
+    co_return failure_from(content.error());
+  }
+  std::size_t matches = 0;
+  for (auto at = content->find(*old_text); at != std::string::npos;
+       at = content->find(*old_text, at + old_text->size())) {
+    ++matches;
+  }
+  if (matches == 0) {
+    co_return tool_failure("not_found",
+                           fmt::format("old_string was not found in '{}'; read the file and copy "
+                                       "the exact text, including whitespace",
+                                       *rel));
+  }
+  if (matches > 1 && !replace_all->value_or(false)) {
+    co_return tool_failure("invalid_arguments",
+                           fmt::format("old_string occurs {} times in '{}'; include more context "
+                                       "to make it unique, or set replace_all",
+                                       matches, *rel));
+  }
+  std::string updated;
+  updated.reserve(content->size());
+  std::size_t from = 0;
+  for (auto at = content->find(*old_text); at != std::string::npos;
+       at = content->find(*old_text, from)) {
+    updated.append(*content, from, at - from);
+    updated += *new_text;
+    from = at + old_text->size();
+  }
+  updated.append(*content, from);
+  auto written = ws->write_file(*rel, updated);
+  if (!written) {
+    co_return failure_from(written.error());
+  }
+  json_writer w;
+  w.begin_object().key("ok").value(true).key("path").value(*rel);
+  w.key("replacements").value(matches).end_object();
+  co_return tool_result{true, std::move(w).str(), {}, {}};
+}
+
+asio::awaitable<tool_result> ls_body(std::string arguments, tool_context ctx) {
+  auto args = tool_arguments::parse(arguments);
+  if (!args) {
+    co_return failure_from(args.error());
+  }
+  auto path = args->text("path");
+  if (!path) {
+    co_return failure_from(path.error());
+  }
+  auto ws = workspace::open(ctx.workspace);
+  if (!ws) {
+    co_return failure_from(ws.error());
+  }
+  auto rel = ws->relative(path->value_or("."));
+  if (!rel) {
+    co_return failure_from(rel.error());
+  }
+  // Resolve through openat2 so a symlinked directory pointing out is refused.
+  auto dir = ws->open_file(*rel, O_RDONLY | O_DIRECTORY);
+  if (!dir) {
+    co_return failure_from(dir.error());
+  }
+  struct entry {
+    std::string name;
+    std::string type;
+    std::uint64_t size;
+  };
+  std::vector<entry> entries;
+  std::error_code ec;
+  for (const auto& e : std::filesystem::directory_iterator(ws->root() / *rel, ec)) {
+    if (entries.size() >= max_ls_entries) {
+      break;
+    }
+    const auto status = e.symlink_status(ec);
+    std::string type = std::filesystem::is_directory(status) ? "dir"
+                       : std::filesystem::is_symlink(status) ? "symlink"
+                                                             : "file";
+    const auto size = type == "file" ? e.file_size(ec) : 0;
+    entries.push_back({e.path().filename().string(), std::move(type), ec ? 0 : size});
+  }
+  std::sort(entries.begin(), entries.end(),
+            [](const entry& a, const entry& b) { return a.name < b.name; });
+  json_writer w;
+  w.begin_object().key("ok").value(true).key("path").value(*rel).key("entries").begin_array();
+  for (const auto& e : entries) {
+    w.begin_object().key("name").value(e.name).key("type").value(e.type);
+    w.key("size").value(e.size).end_object();
+  }
+  w.end_array().end_object();
+  co_return tool_result{true, std::move(w).str(), {}, {}};
+}
+
+// Regular files under `rel` (symlinks not followed), relative to the workspace root.
+std::vector<std::string> files_under(const workspace& ws, const std::string& rel,
+                                     std::size_t limit) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  const auto base = ws.root() / rel;
+  if (std::filesystem::is_regular_file(std::filesystem::symlink_status(base, ec))) {
+    out.push_back(rel);
+    return out;
+  }
+  std::filesystem::recursive_directory_iterator it(
+      base, std::filesystem::directory_options::skip_permission_denied, ec);
+  for (; !ec && it != std::filesystem::recursive_directory_iterator() && out.size() < limit;
+       it.increment(ec)) {
+    if (std::filesystem::is_regular_file(it->symlink_status(ec))) {
+      out.push_back(std::filesystem::relative(it->path(), ws.root(), ec).string());
+    }
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+asio::awaitable<tool_result> find_body(std::string arguments, tool_context ctx) {
+  auto args = tool_arguments::parse(arguments);
+  if (!args) {
+    co_return failure_from(args.error());
+  }
+  auto pattern = args->required_text("pattern");
+  auto path = args->text("path");
+  if (!pattern || !path) {
+    co_return failure_from(!pattern ? pattern.error() : path.error());
+  }
+  auto ws = workspace::open(ctx.workspace);
+  if (!ws) {
+    co_return failure_from(ws.error());
+  }
+  auto rel = ws->relative(path->value_or("."));
+  if (!rel) {
+    co_return failure_from(rel.error());
+  }
+  if (auto dir = ws->open_file(*rel, O_PATH); !dir) {
+    co_return failure_from(dir.error());
+  }
+  const bool whole_path = pattern->find('/') != std::string::npos;
+  std::vector<std::string> matches;
+  bool truncated = false;
+  for (const auto& file : files_under(*ws, *rel, 100'000)) {
+    const auto name = whole_path ? file : std::filesystem::path(file).filename().string();
+    if (::fnmatch(pattern->c_str(), name.c_str(), 0) == 0) {
+      if (matches.size() >= max_find_results) {
+        truncated = true;
+        break;
+      }
+      matches.push_back(file);
+    }
+  }
+  json_writer w;
+  w.begin_object().key("ok").value(true).key("matches").begin_array();
+  for (const auto& m : matches) {
+    w.value(m);
+  }
+  w.end_array().key("count").value(matches.size()).key("truncated").value(truncated).end_object();
+  co_return tool_result{true, std::move(w).str(), {}, {}};
+}
+
+asio::awaitable<tool_result> grep_body(std::string arguments, tool_context ctx) {
+  auto args = tool_arguments::parse(arguments);
+  if (!args) {
+    co_return failure_from(args.error());
+  }
+  auto pattern = args->required_text("pattern");
+  auto path = args->text("path");
+  auto glob = args->text("glob");
+  auto ignore_case = args->boolean("ignore_case");
+  if (!pattern || !path || !glob || !ignore_case) {
+    co_return failure_from(!pattern ? pattern.error()
+                           : !path  ? path.error()
+                           : !glob  ? glob.error()
+                                    : ignore_case.error());
+  }
+  std::regex re;
+  try {
+    auto flags = std::regex::ECMAScript;
+    if (ignore_case->value_or(false)) {
+      flags |= std::regex::icase;
+    }
+    re = std::regex(*pattern, flags);
+  } catch (const std::regex_error& e) {
+    co_return tool_failure(
+        "invalid_arguments",
+        fmt::format("arguments.pattern: not a valid regular expression: {}", e.what()));
+  }
+  auto ws = workspace::open(ctx.workspace);
+  if (!ws) {
+    co_return failure_from(ws.error());
+  }
+  auto rel = ws->relative(path->value_or("."));
+  if (!rel) {
+    co_return failure_from(rel.error());
+  }
+  if (auto dir = ws->open_file(*rel, O_PATH); !dir) {
+    co_return failure_from(dir.error());
+  }
+  json_writer w;
+  w.begin_object().key("ok").value(true).key("matches").begin_array();
+  std::size_t found = 0;
+  bool truncated = false;
+  for (const auto& file : files_under(*ws, *rel, 100'000)) {
+    if (*glob &&
+        ::fnmatch(glob->value().c_str(), std::filesystem::path(file).filename().c_str(), 0) != 0) {
+      continue;
+    }
+    auto content = ws->read_file(file, max_grep_file_bytes);
+    if (!content || content->find('\0') != std::string::npos) {
+      continue; // too large, unreadable or binary
+    }
+    std::size_t line_number = 0;
+    std::size_t start = 0;
+    while (start < content->size() && !truncated) {
+      auto end = content->find('\n', start);
+      if (end == std::string::npos) {
+        end = content->size();
+      }
+      ++line_number;
+      const auto line = std::string_view(*content).substr(start, end - start);
+      if (line.size() <= 4096 && std::regex_search(line.begin(), line.end(), re)) {
+        if (found >= max_grep_matches) {
+          truncated = true;
+          break;
+        }
+        w.begin_object().key("path").value(file).key("line").value(line_number);
+        w.key("text").value(line.substr(0, 500)).end_object();
+        ++found;
+      }
+      start = end + 1;
+    }
+    if (truncated) {
+      break;
+    }
+  }
+  w.end_array().key("count").value(found).key("truncated").value(truncated).end_object();
+  co_return tool_result{true, std::move(w).str(), {}, {}};
+}
+
+asio::awaitable<tool_result> exec_body(std::string arguments, tool_context ctx) {
+  auto args = tool_arguments::parse(arguments);
+  if (!args) {
+    co_return failure_from(args.error());
+  }
+  auto command = args->required_text("command");
+  auto timeout = args->integer("timeout_s");
+  if (!command || !timeout) {
+    co_return failure_from(!command ? command.error() : timeout.error());
+  }
+  const auto seconds = timeout->value_or(30);
+  if (seconds < 1 || seconds > 300) {
+    co_return tool_failure("invalid_arguments", "arguments.timeout_s: must be 1 to 300");
+  }
+  if (ctx.sandbox == nullptr) {
+    co_return tool_failure("policy_blocked", "no sandbox is configured; exec is unavailable");
+  }
+  sandbox_request request;
+  request.argv = {"/usr/bin/bash", "-c", *command};
+  request.workspace = ctx.workspace;
+  request.limits.timeout = std::chrono::seconds(seconds);
+  request.limits.output_cap_bytes = 64'000;
+  auto r = co_await ctx.sandbox->run(std::move(request));
+  json_writer w;
+  w.begin_object();
+  w.key("ok").value(r.exit_code == 0 && !r.timed_out);
+  w.key("exit_code").value(r.exit_code).key("timed_out").value(r.timed_out);
+  w.key("stdout").value(r.stdout_text).key("stderr").value(r.stderr_text);
+  w.key("duration_ms").value(r.duration.count()).key("sandboxed").value(r.sandboxed);
+  if (!r.error.empty()) {
+    w.key("error").value(r.error);
+  }
+  w.end_object();
+  tool_result result{r.exit_code == 0 && !r.timed_out, std::move(w).str(), {}, {}};
+  if (r.timed_out) {
+    result.failure_kind = "timeout";
+  } else if (!result.ok) {
+    result.failure_kind = "tool_error";
+  }
+  co_return result;
+}
+
+std::shared_ptr<const tool> make(std::string name, std::string description, std::string schema,
+                                 bool concurrency_safe, function_tool::body body) {
+  return std::make_shared<function_tool>(
+      tool_descriptor{std::move(name), std::move(description), std::move(schema), concurrency_safe},
+      body);
+}
+
+} // namespace
+
+std::shared_ptr<const tool> make_read_tool() {
+  return make(
+      "read",
+      "Read a text file from the workspace with numbered lines (at most 256 KiB; "
+      "use offset and limit for long files).",
+      R"({"type":"object","properties":{"file_path":{"type":"string"},"offset":{"type":"integer","minimum":1},"limit":{"type":"integer","minimum":1,"maximum":2000}},"required":["file_path"],"additionalProperties":false})",
+      true, read_body);
+}
+
+std::shared_ptr<const tool> make_write_tool() {
+  return make(
+      "write", "Write (or append to) a file in the workspace; parents are created.",
+      R"({"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"},"append":{"type":"boolean"}},"required":["path","content"],"additionalProperties":false})",
+      false, write_body);
+}
+
+std::shared_ptr<const tool> make_edit_tool() {
+  return make(
+      "edit",
+      "Replace old_string with new_string in a workspace file; old_string must occur "
+      "exactly once unless replace_all is true.",
+      R"({"type":"object","properties":{"file_path":{"type":"string"},"old_string":{"type":"string","minLength":1},"new_string":{"type":"string"},"replace_all":{"type":"boolean"}},"required":["file_path","old_string","new_string"],"additionalProperties":false})",
+      false, edit_body);
+}
+
+std::shared_ptr<const tool> make_ls_tool() {
+  return make(
+      "ls", "List a directory of the workspace.",
+      R"({"type":"object","properties":{"path":{"type":"string"}},"additionalProperties":false})",
+      true, ls_body);
+}
+
+std::shared_ptr<const tool> make_find_tool() {
+  return make(
+      "find", "Find workspace files by glob (e.g. *.csv, or data/*.json to match the path).",
+      R"({"type":"object","properties":{"pattern":{"type":"string"},"path":{"type":"string"}},"required":["pattern"],"additionalProperties":false})",
+      true, find_body);
+}
+
+std::shared_ptr<const tool> make_grep_tool() {
+  return make(
+      "grep", "Search workspace text files with a regular expression (at most 200 matches).",
+      R"({"type":"object","properties":{"pattern":{"type":"string"},"path":{"type":"string"},"glob":{"type":"string"},"ignore_case":{"type":"boolean"}},"required":["pattern"],"additionalProperties":false})",
+      true, grep_body);
+}
+
+std::shared_ptr<const tool> make_exec_tool() {
+  return make(
+      "exec",
+      "Run a shell command in the sandbox with the workspace as its directory (no "
+      "network; output capped at 64,000 bytes per stream).",
+      R"({"type":"object","properties":{"command":{"type":"string"},"timeout_s":{"type":"integer","minimum":1,"maximum":300}},"required":["command"],"additionalProperties":false})",
+      false, exec_body);
+}
+
+} // namespace troupe::tools
