@@ -103,7 +103,7 @@ bool has_file_output_phrases(std::string_view text) {
 }
 
 bool has_inline_answer_phrases(std::string_view text) {
-  return contains_any(text, {"summarize", "summarise", "summary", "explain", "tell me", "and reply",
+  return contains_any(text, {"summarize", "summarise", "explain", "tell me", "and reply",
                              "describe", "总结", "告诉我", "说明", "解释", "概述"});
 }
 
