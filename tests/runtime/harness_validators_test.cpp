@@ -213,6 +213,13 @@ TEST_CASE("json output mode rejects invalid and multiple JSON values",
   CHECK_FALSE(d.has(violation_code::json_output_invalid));
   d = pre_final(c, ledger, "{\"a\":1}\n[2]");
   CHECK(d.has(violation_code::json_output_multiple_values));
+  d = pre_final(c, ledger, "1 2");
+  CHECK(d.has(violation_code::json_output_multiple_values));
+  d = pre_final(c, ledger, R"({"a":1} and more)"); // one value plus prose is not two values
+  CHECK(d.has(violation_code::json_output_invalid));
+  CHECK_FALSE(d.has(violation_code::json_output_multiple_values));
+  d = pre_final(c, ledger, R"({"a":1} {"b":)");
+  CHECK(d.has(violation_code::json_output_invalid));
 
   d = validate_pre_save(c, ledger, {}, {R"({"a":1} {"b":2})"});
   CHECK(d.at == stage::pre_save);
