@@ -114,6 +114,10 @@ TEST_CASE("a final answer that claims a file without an artifact is rejected",
   CHECK_FALSE(d.allowed);
   CHECK(d.has(violation_code::artifact_reference_missing));
   CHECK_THAT(d.violations.at(0).message, Catch::Contains("data.csv"));
+
+  // Files the answer read from are not claimed as delivered.
+  d = pre_final(c, ledger, "I read data.csv and saved the summary to report.md.");
+  CHECK(d.allowed);
 }
 
 TEST_CASE("a file task needs its artifacts at pre_final", "[runtime][harness][validators]") {

@@ -107,39 +107,6 @@ bool has_inline_answer_phrases(std::string_view text) {
                              "describe", "总结", "告诉我", "说明", "解释", "概述"});
 }
 
-// Where the sentence holding byte `pos` begins.
-std::size_t sentence_start(std::string_view text, std::size_t pos) {
-  const auto head = text.substr(0, pos);
-  std::size_t start = 0;
-  for (std::string_view delimiter : {"\n", ". ", "! ", "? ", "; ", "。", "！", "？", "；"}) {
-    const auto at = head.rfind(delimiter);
-    if (at != std::string_view::npos) {
-      start = std::max(start, at + delimiter.size());
-    }
-  }
-  return start;
-}
-
-// True when the closest marker before a file mention reads it as an input ("read
-// data.csv", "summary of report.pdf") rather than an output ("save as out.md").
-bool mention_is_input(std::string_view text, const detail::file_mention& mention) {
-  const auto start = sentence_start(text, mention.position);
-  const auto segment = text.substr(start, mention.position - start);
-  const auto input_end = detail::last_phrase_end(
-      segment,
-      {"read",       "open",      "load",   "parse", "from",    "attached", "analyze", "analyse",
-       "summarize",  "summarise", "review", "check", "convert", "of",       "inside",  "what's in",
-       "what is in", "读取",      "打开",   "分析",  "根据",    "总结",     "转换"});
-  const auto output_end = detail::last_phrase_end(
-      segment, {"write", "create", "generate", "produce", "make", "save", "export", "output",
-                "build", "draw",   "plot",     "render",  "to",   "into", "as",     "生成",
-                "保存",  "导出",   "写入",     "输出",    "为",   "成"});
-  if (input_end == std::string_view::npos) {
-    return false;
-  }
-  return output_end == std::string_view::npos || input_end > output_end;
-}
-
 // Tools the objective forbids by name ("don't use web_search", "不要用 exec").
 void add_forbidden_tools(std::string_view text, const std::vector<std::string>& tools,
                          std::vector<std::string>& blocked) {
@@ -226,7 +193,7 @@ task_contract build_contract(const contract_input& input) {
   bool file_output_mentioned = false;
   for (const auto& mention : detail::find_file_mentions(text)) {
     if ((!mention.name.empty() && contains(attachment_names, mention.name)) ||
-        mention_is_input(text, mention)) {
+        detail::mention_is_input(text, mention)) {
       continue;
     }
     file_output_mentioned = true;

@@ -218,4 +218,40 @@ std::vector<file_mention> find_file_mentions(std::string_view folded) {
   return mentions;
 }
 
+namespace {
+
+// Where the sentence holding byte `pos` begins.
+std::size_t sentence_start(std::string_view text, std::size_t pos) {
+  const auto head = text.substr(0, pos);
+  std::size_t start = 0;
+  for (std::string_view delimiter : {"\n", ". ", "! ", "? ", "; ", "。", "！", "？", "；"}) {
+    const auto at = head.rfind(delimiter);
+    if (at != std::string_view::npos) {
+      start = std::max(start, at + delimiter.size());
+    }
+  }
+  return start;
+}
+
+} // namespace
+
+bool mention_is_input(std::string_view text, const file_mention& mention) {
+  const auto start = sentence_start(text, mention.position);
+  const auto segment = text.substr(start, mention.position - start);
+  const auto input_end = last_phrase_end(
+      segment,
+      {"read",       "open",      "load",   "parse", "from",    "attached", "analyze", "analyse",
+       "summarize",  "summarise", "review", "check", "convert", "of",       "inside",  "what's in",
+       "what is in", "读取",      "打开",   "分析",  "根据",    "总结",     "转换"});
+  const auto output_end = last_phrase_end(
+      segment, {"write",  "create", "generate", "produce", "make",    "save",      "export",
+                "output", "build",  "draw",     "plot",    "render",  "to",        "into",
+                "as",     "saved",  "wrote",    "written", "created", "generated", "exported",
+                "生成",   "保存",   "导出",     "写入",    "输出",    "为",        "成"});
+  if (input_end == std::string_view::npos) {
+    return false;
+  }
+  return output_end == std::string_view::npos || input_end > output_end;
+}
+
 } // namespace troupe::harness::detail

@@ -56,4 +56,9 @@ struct file_mention {
 /// because "reply in json" is not a file.
 std::vector<file_mention> find_file_mentions(std::string_view folded);
 
+/// True when the closest marker before a file mention, within its sentence, reads it as
+/// an input ("read data.csv", "summary of report.pdf") rather than an output ("save as
+/// out.md", "convert a.csv to b.xlsx" for b.xlsx). No marker at all reads as an output.
+bool mention_is_input(std::string_view folded, const file_mention& mention);
+
 } // namespace troupe::harness::detail

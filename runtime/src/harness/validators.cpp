@@ -121,7 +121,8 @@ void check_final(decision& d, const task_contract& contract, const evidence_ledg
   bool mentions_file = false;
   for (const auto& mention : detail::find_file_mentions(folded)) {
     mentions_file = true;
-    if (!mention.name.empty() && !is_attachment(candidate.attachments, mention.name)) {
+    if (!mention.name.empty() && !is_attachment(candidate.attachments, mention.name) &&
+        !detail::mention_is_input(folded, mention)) {
       claimed_names.push_back(mention.name);
     }
   }
