@@ -190,6 +190,8 @@ TEST_CASE("a task that needs tool evidence rejects an answer without it",
   auto d = pre_final(c, ledger, "The latest price is 12.");
   CHECK_FALSE(d.allowed);
   CHECK(d.has(violation_code::tool_evidence_missing));
+  // Claiming a blocker without having tried is not an excuse.
+  CHECK(pre_final(c, ledger, "I can't look up prices.").has(violation_code::tool_evidence_missing));
   ledger.record_tool(call("web_search", tool_status::success));
   CHECK(pre_final(c, ledger, "The latest price is 12.").allowed);
 }

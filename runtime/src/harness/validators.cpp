@@ -110,7 +110,9 @@ void check_final(decision& d, const task_contract& contract, const evidence_ledg
         "Retry with a working tool or corrected arguments; if the task cannot be finished, say "
         "what failed instead of claiming success.");
   } else if (contract.require_tool_evidence && !ledger.has_successful_evidence() &&
-             !explains_failure) {
+             !(explains_failure && !ledger.blockers().empty())) {
+    // An answer that reports a failure is excused only when a tool actually failed: "I
+    // can't look that up" without trying is not evidence of a blocker.
     add(d, violation_code::tool_evidence_missing,
         "The task needs tool results and no tool has been called successfully.",
         "Call the tools that produce the needed information or files before answering.");
