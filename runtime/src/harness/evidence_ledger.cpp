@@ -9,17 +9,26 @@
 namespace troupe::harness {
 
 std::string summarize(std::string_view text, std::size_t max_runes) {
-  if (detail::count_runes(text) <= max_runes) {
+  // Walks at most max_runes + 1 code points, so a 64 KiB tool output costs no more than
+  // a short one.
+  std::size_t cut = 0; // byte offset after max_runes - 1 code points
+  std::size_t end = 0;
+  for (std::size_t runes = 0; runes < max_runes; ++runes) {
+    if (end == text.size()) {
+      return std::string(text);
+    }
+    if (runes + 1 == max_runes) {
+      cut = end;
+    }
+    end = detail::next_rune(text, end);
+  }
+  if (end == text.size()) {
     return std::string(text);
   }
   if (max_runes == 0) {
     return {};
   }
-  std::size_t end = 0;
-  for (std::size_t kept = 0; kept + 1 < max_runes; ++kept) {
-    end = detail::next_rune(text, end);
-  }
-  return std::string(text.substr(0, end)) + "\xE2\x80\xA6";
+  return std::string(text.substr(0, cut)) + "\xE2\x80\xA6";
 }
 
 std::string_view to_string(tool_status s) noexcept {
