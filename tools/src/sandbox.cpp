@@ -288,6 +288,37 @@ asio::awaitable<void> sleep_until(steady_clock::time_point when) {
   co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
 }
 
+// How the supervised process ended.
+struct exit_info {
+  bool reaped = false;
+  bool timed_out = false;
+  int status = 0;
+};
+
+// Waits for `pid` to exit; at `deadline` kills the tree and waits for the exit. Once it
+// has exited, kills whatever it left behind so that the output pipes reach their end.
+asio::awaitable<void> supervise(pid_t pid, asio::posix::stream_descriptor* pidfd,
+                                steady_clock::time_point deadline, std::function<void()> kill_tree,
+                                std::shared_ptr<exit_info> exit) {
+  // Peeks at the exit without reaping: while the zombie holds the pid, signalling the
+  // pid and its process group cannot hit an unrelated process that reused the number.
+  const auto exited = [pid] {
+    siginfo_t info{};
+    return ::waitid(P_PID, static_cast<id_t>(pid), &info, WEXITED | WNOHANG | WNOWAIT) == 0 &&
+           info.si_pid == pid;
+  };
+  co_await (wait_readable(*pidfd) || sleep_until(deadline));
+  if (!exited()) {
+    exit->timed_out = true;
+    kill_tree();
+    co_await (wait_readable(*pidfd) || sleep_until(steady_clock::now() + std::chrono::seconds(5)));
+  }
+  kill_tree(); // whatever it left behind, so the output pipes reach their end
+  if (::waitpid(pid, &exit->status, WNOHANG) == pid) {
+    exit->reaped = true;
+  }
+}
+
 // The integer after `"key":` in bubblewrap's JSON status lines, if present.
 std::optional<int> status_field(std::string_view status, std::string_view key) {
   const auto at = status.find(fmt::format("\"{}\"", key));
@@ -553,8 +584,6 @@ asio::awaitable<sandbox_result> sandbox_runner::run(sandbox_request request) con
   state->out_pipe.assign(out->read.release());
   state->err_pipe.assign(err->read.release());
   state->in_pipe.assign(in->write.release());
-  asio::co_spawn(executor, read_capped(state, true), asio::detached);
-  asio::co_spawn(executor, read_capped(state, false), asio::detached);
   asio::co_spawn(executor, feed_stdin(state, std::move(request.stdin_data)), asio::detached);
 
   const int raw_pidfd = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
@@ -562,22 +591,29 @@ asio::awaitable<sandbox_result> sandbox_runner::run(sandbox_request request) con
   if (raw_pidfd >= 0) {
     pidfd.assign(raw_pidfd);
   }
-  const auto kill_tree = [&] {
+  const std::function<void()> kill_tree = [pid, &group] {
     ::kill(pid, SIGKILL);
     ::kill(-pid, SIGKILL);
     group.kill_all();
   };
 
-  // Wait for the exit, the deadline, or the caller's cancellation.
+  // Read both pipes to their end while supervising the process: on the deadline the
+  // tree is killed; after the exit, stragglers are killed so the pipes close. A pipe held
+  // open by something unkillable is abandoned a few seconds after the deadline.
   const auto deadline = started + limits.timeout;
-  co_await (wait_readable(pidfd) || sleep_until(deadline));
+  auto exit = std::make_shared<exit_info>();
+  co_await ((read_capped(state, true) && read_capped(state, false) &&
+             supervise(pid, &pidfd, deadline, kill_tree, exit)) ||
+            sleep_until(deadline + std::chrono::seconds(5)));
   const auto cancel_state = co_await asio::this_coro::cancellation_state;
   if (cancel_state.cancelled() != asio::cancellation_type::none) {
     result.cancelled = true;
     co_await asio::this_coro::reset_cancellation_state();
   }
-  int wait_status = 0;
-  if (::waitpid(pid, &wait_status, WNOHANG) != pid) {
+  result.timed_out = exit->timed_out;
+  int wait_status = exit->status;
+  if (!exit->reaped) {
+    // Cancelled, or abandoned at the backstop: end the tree and collect its status.
     if (!result.cancelled) {
       result.timed_out = true;
     }
@@ -586,19 +622,11 @@ asio::awaitable<sandbox_result> sandbox_runner::run(sandbox_request request) con
     ::waitpid(pid, &wait_status, 0);
   }
   track(pid, false);
-  // Processes left behind (host mode has no pid namespace to take them down) would hold
-  // the pipes open: end them, then drain what they wrote.
-  kill_tree();
-  const auto drain_deadline = steady_clock::now() + std::chrono::seconds(2);
   asio::steady_timer pause(executor);
-  while ((!state->out.done || !state->err.done) && steady_clock::now() < drain_deadline) {
-    pause.expires_after(std::chrono::milliseconds(2));
-    co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
-  }
   // Orphans die moments after their sandbox's first process: reap them (bounded).
   const auto reap_deadline = steady_clock::now() + std::chrono::milliseconds(500);
   while (reap_orphans() > 0 && steady_clock::now() < reap_deadline) {
-    pause.expires_after(std::chrono::milliseconds(2));
+    pause.expires_after(std::chrono::milliseconds(1));
     co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
   }
   boost::system::error_code ignored;

@@ -67,7 +67,10 @@ struct filter_deleter {
 
 } // namespace
 
-expected<int> build_seccomp_filter() {
+namespace {
+
+// Compiles the filter into BPF bytes.
+expected<std::string> compile_filter() {
   scmp_filter_ctx raw = seccomp_init(SCMP_ACT_ALLOW);
   if (raw == nullptr) {
     return fail(errc::internal, "seccomp_init failed");
@@ -97,13 +100,38 @@ expected<int> build_seccomp_filter() {
                   fmt::format("seccomp rule for clone failed: {}", std::strerror(-rc)));
     }
   }
-  const int fd = ::memfd_create("troupe-seccomp", 0);
+  const int fd = ::memfd_create("troupe-seccomp-build", MFD_CLOEXEC);
   if (fd < 0) {
     return fail(errc::io_error, fmt::format("memfd_create failed: {}", std::strerror(errno)));
   }
   if (const int rc = seccomp_export_bpf(*ctx, fd); rc != 0) {
     ::close(fd);
     return fail(errc::internal, fmt::format("seccomp_export_bpf failed: {}", std::strerror(-rc)));
+  }
+  std::string program(static_cast<std::size_t>(::lseek(fd, 0, SEEK_END)), '\0');
+  const auto n = ::pread(fd, program.data(), program.size(), 0);
+  ::close(fd);
+  if (n != static_cast<ssize_t>(program.size())) {
+    return fail(errc::io_error, "cannot read back the seccomp program");
+  }
+  return program;
+}
+
+} // namespace
+
+expected<int> build_seccomp_filter() {
+  // The program is the same for every run: compile it once.
+  static const expected<std::string> program = compile_filter();
+  if (!program) {
+    return tl::unexpected(program.error());
+  }
+  const int fd = ::memfd_create("troupe-seccomp", 0);
+  if (fd < 0) {
+    return fail(errc::io_error, fmt::format("memfd_create failed: {}", std::strerror(errno)));
+  }
+  if (::write(fd, program->data(), program->size()) != static_cast<ssize_t>(program->size())) {
+    ::close(fd);
+    return fail(errc::io_error, "cannot write the seccomp program");
   }
   ::lseek(fd, 0, SEEK_SET);
   return fd;
