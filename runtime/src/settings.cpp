@@ -1,5 +1,6 @@
 #include "troupe/runtime/settings.hpp"
 
+#include <algorithm>
 #include <charconv>
 #include <fstream>
 #include <functional>
@@ -238,11 +239,162 @@ expected<std::string> leaf_text(const toml::node& node) {
   return fail(errc::invalid_argument, "expected a string, number or boolean");
 }
 
+// Reads one [[providers]] or [[agents]] table: every key must be known, with its type.
+class entry_reader {
+public:
+  entry_reader(const toml::table& table, std::string what, std::string_view source_name,
+               std::size_t index)
+      : table_(table), what_(std::move(what)), source_(source_name), index_(index) {}
+
+  expected<void> text(std::string_view key, std::string& into) {
+    seen_.emplace_back(key);
+    const auto* node = table_.get(key);
+    if (node == nullptr) {
+      return {};
+    }
+    auto value = node->value<std::string>();
+    if (!value) {
+      return wrong(key, "a string");
+    }
+    into = std::move(*value);
+    return {};
+  }
+  expected<void> text_list(std::string_view key, std::vector<std::string>& into) {
+    seen_.emplace_back(key);
+    const auto* node = table_.get(key);
+    if (node == nullptr) {
+      return {};
+    }
+    const auto* array = node->as_array();
+    if (array == nullptr) {
+      return wrong(key, "an array of strings");
+    }
+    into.clear();
+    for (const auto& item : *array) {
+      auto value = item.value<std::string>();
+      if (!value) {
+        return wrong(key, "an array of strings");
+      }
+      into.push_back(std::move(*value));
+    }
+    return {};
+  }
+  expected<void> number(std::string_view key, std::int64_t& into, std::int64_t min,
+                        std::int64_t max) {
+    seen_.emplace_back(key);
+    const auto* node = table_.get(key);
+    if (node == nullptr) {
+      return {};
+    }
+    auto value = node->value<std::int64_t>();
+    if (!value || !node->is_integer() || *value < min || *value > max) {
+      return wrong(key, fmt::format("a whole number from {} to {}", min, max));
+    }
+    into = *value;
+    return {};
+  }
+  // Fails on any key that was not read.
+  expected<void> no_unknown_keys() const {
+    for (const auto& [key, node] : table_) {
+      if (std::find(seen_.begin(), seen_.end(), key.str()) == seen_.end()) {
+        return fail(errc::invalid_argument,
+                    fmt::format("{}:{}: unknown key '{}' in [[{}]] entry {}", source_,
+                                key.source().begin.line, key.str(), what_, index_ + 1));
+      }
+    }
+    return {};
+  }
+
+private:
+  expected<void> wrong(std::string_view key, std::string_view expected_type) const {
+    return fail(errc::invalid_argument, fmt::format("{}: [[{}]] entry {}: '{}' must be {}", source_,
+                                                    what_, index_ + 1, key, expected_type));
+  }
+
+  const toml::table& table_;
+  std::string what_;
+  std::string_view source_;
+  std::size_t index_;
+  std::vector<std::string> seen_;
+};
+
+// The first failure among `results` (in argument order), or success.
+template <class... Results> expected<void> first_failure(const Results&... results) {
+  expected<void> out;
+  ((out = !out ? out : results), ...);
+  return out;
+}
+
+expected<void> apply_entries(settings& target, std::string_view key, const toml::array& array,
+                             std::string_view source_name) {
+  for (std::size_t i = 0; i < array.size(); ++i) {
+    const auto* table = array[i].as_table();
+    if (table == nullptr) {
+      return fail(
+          errc::invalid_argument,
+          fmt::format("{}: '{}' must be an array of tables ([[{}]])", source_name, key, key));
+    }
+    entry_reader r(*table, std::string(key), source_name, i);
+    if (key == "providers") {
+      provider_settings p;
+      auto ok = first_failure(r.text("name", p.name), r.text("type", p.type),
+                              r.text("base_url", p.base_url), r.text("api_key_env", p.api_key_env),
+                              r.text("api_key", p.api_key), r.text_list("models", p.models));
+      // After every read: arguments are evaluated in no fixed order.
+      if (ok) {
+        ok = r.no_unknown_keys();
+      }
+      if (!ok) {
+        return ok;
+      }
+      target.providers.push_back(std::move(p));
+    } else {
+      agent_settings a;
+      std::int64_t max_rounds = a.max_rounds;
+      std::int64_t timeout_s = a.timeout.count();
+      std::string policy = std::string(to_string(a.queue));
+      auto ok = first_failure(
+          r.text("name", a.name), r.text("provider", a.provider), r.text("model", a.model),
+          r.text("fast_model", a.fast_model), r.text("fallback_model", a.fallback_model),
+          r.text("system_prompt", a.system_prompt), r.text_list("tools", a.tools),
+          r.number("max_rounds", max_rounds, 1, 10'000),
+          r.number("timeout_s", timeout_s, 1, 7 * 24 * 3600), r.text("queue_policy", policy));
+      if (ok) {
+        ok = r.no_unknown_keys();
+      }
+      if (!ok) {
+        return ok;
+      }
+      auto parsed_policy = parse_queue_policy(policy);
+      if (!parsed_policy) {
+        return fail(errc::invalid_argument, fmt::format("{}: agent '{}': {}", source_name, a.name,
+                                                        parsed_policy.error().message));
+      }
+      a.queue = *parsed_policy;
+      a.max_rounds = static_cast<unsigned>(max_rounds);
+      a.timeout = std::chrono::seconds(timeout_s);
+      target.agents.push_back(std::move(a));
+    }
+  }
+  return {};
+}
+
 expected<void> apply_table(settings& target, const toml::table& table, const std::string& prefix,
                            std::string_view source_name) {
   for (const auto& [raw_key, node] : table) {
     const std::string key =
         prefix.empty() ? std::string(raw_key.str()) : prefix + "." + std::string(raw_key.str());
+    if (prefix.empty() && (key == "providers" || key == "agents")) {
+      const auto* array = node.as_array();
+      if (array == nullptr) {
+        return fail(errc::invalid_argument, fmt::format("{}: '{}' must be written as [[{}]] tables",
+                                                        source_name, key, key));
+      }
+      if (auto ok = apply_entries(target, key, *array, source_name); !ok) {
+        return ok;
+      }
+      continue;
+    }
     if (const auto* sub = node.as_table()) {
       auto ok = apply_table(target, *sub, key, source_name);
       if (!ok) {

@@ -133,3 +133,81 @@ TEST_CASE("every catalogued key has an environment name and a default", "[runtim
   }
   CHECK(setting_catalog().size() >= 10);
 }
+
+TEST_CASE("providers and agents are read from [[providers]] and [[agents]]",
+          "[runtime][settings][agents]") {
+  auto s = apply_toml({},
+                      R"([[providers]]
+name = "local"
+type = "openai-compatible"
+base_url = "http://127.0.0.1:9000/v1"
+api_key_env = "LOCAL_API_KEY"
+models = ["m1", "m1-mini"]
+
+[[agents]]
+name = "assistant"
+provider = "local"
+model = "m1"
+fast_model = "m1-mini"
+fallback_model = ""
+system_prompt = "You are helpful."
+tools = ["read", "finish"]
+max_rounds = 7
+timeout_s = 60
+queue_policy = "steer"
+)",
+                      "agents.toml");
+  REQUIRE(s);
+  REQUIRE(s->providers.size() == 1);
+  CHECK(s->providers[0].models == std::vector<std::string>{"m1", "m1-mini"});
+  CHECK(s->providers[0].resolve_api_key({{"LOCAL_API_KEY", "k-1"}}) == "k-1");
+  REQUIRE(s->agents.size() == 1);
+  const auto& a = s->agents[0];
+  CHECK(a.name == "assistant");
+  CHECK(a.fast_model == "m1-mini");
+  CHECK(a.tools == std::vector<std::string>{"read", "finish"});
+  CHECK(a.max_rounds == 7);
+  CHECK(a.timeout == std::chrono::seconds(60));
+  CHECK(a.queue == queue_policy::steer);
+  CHECK(validate_agents(s->providers, s->agents, {"read", "finish"}));
+}
+
+TEST_CASE("an unknown key or a wrong type in an agent entry names it",
+          "[runtime][settings][agents]") {
+  auto unknown = apply_toml({}, "[[agents]]\nname = \"a\"\ntemperature = 3\n", "x.toml");
+  REQUIRE_FALSE(unknown);
+  CHECK_THAT(unknown.error().message, Catch::Contains("unknown key 'temperature'"));
+  CHECK_THAT(unknown.error().message, Catch::Contains("x.toml:3"));
+  auto wrong = apply_toml({}, "[[agents]]\nname = \"a\"\nmax_rounds = \"many\"\n", "x.toml");
+  REQUIRE_FALSE(wrong);
+  CHECK_THAT(wrong.error().message, Catch::Contains("'max_rounds' must be a whole number"));
+  auto policy = apply_toml({}, "[[agents]]\nname = \"a\"\nqueue_policy = \"drop\"\n", "x.toml");
+  REQUIRE_FALSE(policy);
+  CHECK_THAT(policy.error().message, Catch::Contains("agent 'a'"));
+}
+
+TEST_CASE("an unknown provider, model or tool is an error naming the agent",
+          "[runtime][settings][agents]") {
+  const std::vector<provider_settings> providers = {
+      {"local", "openai-compatible", "http://x/v1", "", "", {"m1"}}};
+  agent_settings a;
+  a.name = "helper";
+  a.provider = "nowhere";
+  a.model = "m1";
+  auto e = validate_agents(providers, {a}, {"read"});
+  REQUIRE_FALSE(e);
+  CHECK_THAT(e.error().message, Catch::Contains("agent 'helper': unknown provider 'nowhere'"));
+  a.provider = "local";
+  a.model = "m9";
+  CHECK_THAT(validate_agents(providers, {a}, {"read"}).error().message,
+             Catch::Contains("agent 'helper': provider 'local' has no model 'm9'"));
+  a.model = "m1";
+  a.tools = {"read", "teleport"};
+  CHECK_THAT(validate_agents(providers, {a}, {"read"}).error().message,
+             Catch::Contains("agent 'helper': unknown tool 'teleport'"));
+  a.tools = {"read"};
+  CHECK(validate_agents(providers, {a}, {"read"}));
+  auto twice = validate_agents(providers, {a, a}, {"read"});
+  CHECK_THAT(twice.error().message, Catch::Contains("defined twice"));
+  CHECK_FALSE(validate_agents({{"p", "warp-drive", "", "", "", {}}}, {}, {}));
+}

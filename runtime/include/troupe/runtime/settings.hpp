@@ -16,6 +16,7 @@
 #include <string_view>
 #include <vector>
 
+#include "troupe/runtime/agent_config.hpp"
 #include "troupe/runtime/error.hpp"
 #include "troupe/runtime/log.hpp"
 
@@ -71,6 +72,10 @@ struct settings {
   log::format log_format = log::format::text;
   server_settings server;
   actor_settings actors;
+  /// `[[providers]]` entries of the config file.
+  std::vector<provider_settings> providers;
+  /// `[[agents]]` entries of the config file.
+  std::vector<agent_settings> agents;
 };
 
 /// One configurable key: its dotted name (`server.request_timeout_ms`), environment name

@@ -1,0 +1,90 @@
+#pragma once
+
+/// \file
+/// Declarative providers and agents, as written in the config file (`[[providers]]`,
+/// `[[agents]]`) and synced into the database at start. These keys are a contract:
+/// deployments and tooling rely on them.
+///
+///     [[providers]]
+///     name = "local"                      # unique
+///     type = "openai-compatible"          # openai | openai-compatible | openrouter | qwen | kimi
+///     | claude base_url = "http://127.0.0.1:9000/v1" api_key_env = "LOCAL_API_KEY"       # or
+///     api_key = "…"; both optional models = ["m1", "m1-mini"]
+///
+///     [[agents]]
+///     name = "assistant"                  # unique; the `model` of the OpenAI-compatible endpoint
+///     provider = "local"
+///     model = "m1"
+///     fast_model = "m1-mini"              # optional: sub-agents and summaries
+///     fallback_model = ""                 # optional
+///     system_prompt = "You are …"
+///     tools = ["code_interpreter", "read", "write", "sub_agent", "plan", "finish"]
+///     max_rounds = 50
+///     timeout_s = 600
+///     queue_policy = "followup"           # followup | steer | interrupt | collect
+
+#include <chrono>
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "troupe/runtime/error.hpp"
+
+namespace troupe {
+
+/// One model provider endpoint.
+struct provider_settings {
+  std::string name;
+  /// openai | openai-compatible | openrouter | qwen | kimi | claude
+  std::string type = "openai-compatible";
+  /// Empty: the type's public default (required for openai-compatible).
+  std::string base_url;
+  /// Name of the environment variable holding the API key.
+  std::string api_key_env;
+  /// The API key itself (prefer api_key_env; never logged or returned by the API).
+  std::string api_key;
+  /// Models this provider offers; agents may only name these (when non-empty).
+  std::vector<std::string> models;
+
+  /// The key to use: `api_key`, else the value of `api_key_env` in `environment`.
+  std::string resolve_api_key(const std::map<std::string, std::string>& environment) const;
+};
+
+/// What a conversation does with a message that arrives while a run is active.
+enum class queue_policy {
+  /// Run it after the active run ends.
+  followup,
+  /// Hand it to the active run, which sees it before its next model round.
+  steer,
+  /// Cancel the active run and run the new message.
+  interrupt,
+  /// Gather everything that arrives during the run into one follow-up message.
+  collect,
+};
+
+std::string_view to_string(queue_policy p) noexcept;
+expected<queue_policy> parse_queue_policy(std::string_view name);
+
+/// One agent.
+struct agent_settings {
+  std::string name;
+  std::string provider;
+  std::string model;
+  std::string fast_model;
+  std::string fallback_model;
+  std::string system_prompt;
+  std::vector<std::string> tools;
+  unsigned max_rounds = 50;
+  std::chrono::seconds timeout{600};
+  queue_policy queue = queue_policy::followup;
+};
+
+/// Checks providers and agents against each other and against the known tool names:
+/// unique names, a known provider type, an agent's provider, models (when the provider
+/// lists them) and tools must exist. Errors name the agent or provider.
+expected<void> validate_agents(const std::vector<provider_settings>& providers,
+                               const std::vector<agent_settings>& agents,
+                               const std::vector<std::string>& known_tools);
+
+} // namespace troupe

@@ -1,0 +1,121 @@
+#include "troupe/runtime/agent_config.hpp"
+
+#include <algorithm>
+#include <set>
+
+#include <fmt/format.h>
+
+namespace troupe {
+
+namespace {
+
+constexpr std::string_view provider_types[] = {
+    "openai", "openai-compatible", "openrouter", "qwen", "kimi", "claude"};
+
+} // namespace
+
+std::string
+provider_settings::resolve_api_key(const std::map<std::string, std::string>& environment) const {
+  if (!api_key.empty()) {
+    return api_key;
+  }
+  if (!api_key_env.empty()) {
+    if (const auto it = environment.find(api_key_env); it != environment.end()) {
+      return it->second;
+    }
+  }
+  return {};
+}
+
+std::string_view to_string(queue_policy p) noexcept {
+  switch (p) {
+    case queue_policy::followup:
+      return "followup";
+    case queue_policy::steer:
+      return "steer";
+    case queue_policy::interrupt:
+      return "interrupt";
+    case queue_policy::collect:
+      return "collect";
+  }
+  return "followup";
+}
+
+expected<queue_policy> parse_queue_policy(std::string_view name) {
+  for (auto p : {queue_policy::followup, queue_policy::steer, queue_policy::interrupt,
+                 queue_policy::collect}) {
+    if (to_string(p) == name) {
+      return p;
+    }
+  }
+  return fail(
+      errc::invalid_argument,
+      fmt::format("'{}' is not a queue policy (followup, steer, interrupt, collect)", name));
+}
+
+expected<void> validate_agents(const std::vector<provider_settings>& providers,
+                               const std::vector<agent_settings>& agents,
+                               const std::vector<std::string>& known_tools) {
+  std::set<std::string> provider_names;
+  for (const auto& p : providers) {
+    if (p.name.empty()) {
+      return fail(errc::invalid_argument, "a [[providers]] entry has no name");
+    }
+    if (!provider_names.insert(p.name).second) {
+      return fail(errc::invalid_argument, fmt::format("provider '{}' is defined twice", p.name));
+    }
+    if (std::find(std::begin(provider_types), std::end(provider_types), p.type) ==
+        std::end(provider_types)) {
+      return fail(errc::invalid_argument,
+                  fmt::format("provider '{}': unknown type '{}' (openai, openai-compatible, "
+                              "openrouter, qwen, kimi, claude)",
+                              p.name, p.type));
+    }
+    if (p.type == "openai-compatible" && p.base_url.empty()) {
+      return fail(
+          errc::invalid_argument,
+          fmt::format("provider '{}': an openai-compatible provider needs base_url", p.name));
+    }
+  }
+  std::set<std::string> agent_names;
+  for (const auto& a : agents) {
+    if (a.name.empty()) {
+      return fail(errc::invalid_argument, "an [[agents]] entry has no name");
+    }
+    if (!agent_names.insert(a.name).second) {
+      return fail(errc::invalid_argument, fmt::format("agent '{}' is defined twice", a.name));
+    }
+    const auto provider =
+        std::find_if(providers.begin(), providers.end(),
+                     [&a](const provider_settings& p) { return p.name == a.provider; });
+    if (provider == providers.end()) {
+      return fail(errc::invalid_argument,
+                  fmt::format("agent '{}': unknown provider '{}'", a.name, a.provider));
+    }
+    if (a.model.empty()) {
+      return fail(errc::invalid_argument, fmt::format("agent '{}': model is required", a.name));
+    }
+    for (const auto* model : {&a.model, &a.fast_model, &a.fallback_model}) {
+      if (!model->empty() && !provider->models.empty() &&
+          std::find(provider->models.begin(), provider->models.end(), *model) ==
+              provider->models.end()) {
+        return fail(
+            errc::invalid_argument,
+            fmt::format("agent '{}': provider '{}' has no model '{}'", a.name, a.provider, *model));
+      }
+    }
+    for (const auto& tool : a.tools) {
+      if (std::find(known_tools.begin(), known_tools.end(), tool) == known_tools.end()) {
+        return fail(errc::invalid_argument,
+                    fmt::format("agent '{}': unknown tool '{}'", a.name, tool));
+      }
+    }
+    if (a.max_rounds == 0) {
+      return fail(errc::invalid_argument,
+                  fmt::format("agent '{}': max_rounds must be > 0", a.name));
+    }
+  }
+  return {};
+}
+
+} // namespace troupe
