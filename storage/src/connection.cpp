@@ -7,39 +7,39 @@ namespace troupe::storage {
 
 errc errc_from_sqlite(int rc) noexcept {
   switch (rc & 0xff) {
-  case SQLITE_OK:
-  case SQLITE_ROW:
-  case SQLITE_DONE:
-    return errc::ok;
-  case SQLITE_CONSTRAINT:
-    return errc::conflict;
-  case SQLITE_BUSY:
-  case SQLITE_LOCKED:
-    return errc::unavailable;
-  case SQLITE_READONLY:
-  case SQLITE_PERM:
-  case SQLITE_AUTH:
-    return errc::permission_denied;
-  case SQLITE_NOTFOUND:
-  case SQLITE_CANTOPEN:
-    return errc::not_found;
-  case SQLITE_TOOBIG:
-  case SQLITE_FULL:
-    return errc::limit_exceeded;
-  case SQLITE_MISMATCH:
-  case SQLITE_RANGE:
-  case SQLITE_ERROR:
-    return errc::invalid_argument;
-  case SQLITE_IOERR:
-  case SQLITE_CORRUPT:
-  case SQLITE_NOTADB:
-  case SQLITE_PROTOCOL:
-    return errc::io_error;
-  case SQLITE_INTERRUPT:
-  case SQLITE_ABORT:
-    return errc::cancelled;
-  default:
-    return errc::internal;
+    case SQLITE_OK:
+    case SQLITE_ROW:
+    case SQLITE_DONE:
+      return errc::ok;
+    case SQLITE_CONSTRAINT:
+      return errc::conflict;
+    case SQLITE_BUSY:
+    case SQLITE_LOCKED:
+      return errc::unavailable;
+    case SQLITE_READONLY:
+    case SQLITE_PERM:
+    case SQLITE_AUTH:
+      return errc::permission_denied;
+    case SQLITE_NOTFOUND:
+    case SQLITE_CANTOPEN:
+      return errc::not_found;
+    case SQLITE_TOOBIG:
+    case SQLITE_FULL:
+      return errc::limit_exceeded;
+    case SQLITE_MISMATCH:
+    case SQLITE_RANGE:
+    case SQLITE_ERROR:
+      return errc::invalid_argument;
+    case SQLITE_IOERR:
+    case SQLITE_CORRUPT:
+    case SQLITE_NOTADB:
+    case SQLITE_PROTOCOL:
+      return errc::io_error;
+    case SQLITE_INTERRUPT:
+    case SQLITE_ABORT:
+      return errc::cancelled;
+    default:
+      return errc::internal;
   }
 }
 
@@ -100,9 +100,11 @@ expected<void> statement::bind(int index, double value) {
 }
 
 expected<void> statement::bind(int index, std::string_view value) {
-  // SQLITE_TRANSIENT: SQLite copies, so the caller's buffer may die before the step.
-  const int rc = sqlite3_bind_text64(stmt_, index, value.data(), value.size(), SQLITE_TRANSIENT,
-                                     SQLITE_UTF8);
+  // SQLITE_TRANSIENT: SQLite copies, so the caller's buffer may die before the step. A
+  // default-constructed string_view has a null data pointer, which SQLite binds as NULL.
+  const char* data = value.data() != nullptr ? value.data() : "";
+  const int rc =
+      sqlite3_bind_text64(stmt_, index, data, value.size(), SQLITE_TRANSIENT, SQLITE_UTF8);
   if (rc != SQLITE_OK) {
     return tl::unexpected(make_error(rc));
   }
@@ -225,9 +227,9 @@ expected<connection> connection::open(const std::filesystem::path& path,
   connection conn;
   conn.read_only_ = options.read_only;
   conn.path_ = path;
-  const int flags = (options.read_only ? SQLITE_OPEN_READONLY
-                                       : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
-                    SQLITE_OPEN_NOMUTEX;
+  const int flags =
+      (options.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
+      SQLITE_OPEN_NOMUTEX;
   const int rc = sqlite3_open_v2(path.c_str(), &conn.db_, flags, nullptr);
   if (rc != SQLITE_OK) {
     auto err = sqlite_error(conn.db_, rc, "open " + path.string());

@@ -15,8 +15,8 @@ std::int64_t now_millis() noexcept {
 
 namespace {
 
-constexpr std::array<std::string_view, 6> run_status_names = {
-    "queued", "running", "succeeded", "failed", "cancelled", "interrupted"};
+constexpr std::array<std::string_view, 6> run_status_names = {"queued", "running",   "succeeded",
+                                                              "failed", "cancelled", "interrupted"};
 
 std::int64_t stamp(std::int64_t t) {
   return t != 0 ? t : now_millis();
@@ -98,9 +98,8 @@ user_record read_user(const statement& s) {
 constexpr std::string_view token_columns =
     "id, user_id, name, token_hash, created_at, last_used_at, revoked_at";
 api_token_record read_token(const statement& s) {
-  return {s.int64(0),         s.int64(1),          s.text(2),
-          s.text(3),          s.int64(4),          s.optional_int64(5),
-          s.optional_int64(6)};
+  return {s.int64(0), s.int64(1),          s.text(2),          s.text(3),
+          s.int64(4), s.optional_int64(5), s.optional_int64(6)};
 }
 
 constexpr std::string_view provider_columns =
@@ -113,15 +112,14 @@ constexpr std::string_view agent_columns =
     "id, uuid, name, system_prompt, provider_id, main_model, fast_model, fallback_model, "
     "tools_json, limits_json, queue_policy, created_at, updated_at";
 agent_record read_agent(const statement& s) {
-  return {s.int64(0), s.text(1), s.text(2),  s.text(3),  s.optional_int64(4),
-          s.text(5),  s.text(6), s.text(7),  s.text(8),  s.text(9),
-          s.text(10), s.int64(11), s.int64(12)};
+  return {s.int64(0), s.text(1), s.text(2), s.text(3),  s.optional_int64(4), s.text(5),  s.text(6),
+          s.text(7),  s.text(8), s.text(9), s.text(10), s.int64(11),         s.int64(12)};
 }
 
 constexpr std::string_view conversation_columns =
     "id, uuid, owner_user_id, agent_id, title, archived, created_at, updated_at";
 conversation_record read_conversation(const statement& s) {
-  return {s.int64(0), s.text(1),      s.int64(2), s.int64(3),
+  return {s.int64(0), s.text(1),       s.int64(2), s.int64(3),
           s.text(4),  s.int64(5) != 0, s.int64(6), s.int64(7)};
 }
 
@@ -129,7 +127,7 @@ constexpr std::string_view message_columns =
     "id, conversation_id, run_id, role, content, tool_calls_json, tool_call_id, "
     "tool_results_json, prompt_tokens, completion_tokens, created_at";
 message_record read_message(const statement& s) {
-  return {s.int64(0), s.int64(1), s.optional_int64(2), s.text(3),  s.text(4),   s.text(5),
+  return {s.int64(0), s.int64(1), s.optional_int64(2), s.text(3),  s.text(4),  s.text(5),
           s.text(6),  s.text(7),  s.int64(8),          s.int64(9), s.int64(10)};
 }
 
@@ -202,8 +200,8 @@ memory_item_record read_memory(const statement& s) {
 constexpr std::string_view revision_columns =
     "id, memory_id, action, content, summary, status, actor, created_at";
 memory_revision_record read_revision(const statement& s) {
-  return {s.int64(0), s.int64(1), s.text(2), s.text(3), s.text(4), s.text(5), s.text(6),
-          s.int64(7)};
+  return {s.int64(0), s.int64(1), s.text(2), s.text(3),
+          s.text(4),  s.text(5),  s.text(6), s.int64(7)};
 }
 
 constexpr std::string_view evidence_columns =
@@ -216,8 +214,8 @@ memory_evidence_record read_evidence(const statement& s) {
 constexpr std::string_view channel_columns =
     "id, uuid, kind, name, agent_id, config_json, enabled, created_at";
 channel_record read_channel(const statement& s) {
-  return {s.int64(0), s.text(1),       s.text(2), s.text(3), s.int64(4),
-          s.text(5),  s.int64(6) != 0, s.int64(7)};
+  return {s.int64(0), s.text(1), s.text(2),       s.text(3),
+          s.int64(4), s.text(5), s.int64(6) != 0, s.int64(7)};
 }
 
 constexpr std::string_view thread_columns =
@@ -229,8 +227,8 @@ channel_thread_record read_thread(const statement& s) {
 constexpr std::string_view inbound_columns =
     "id, channel_id, platform_message_id, thread_key, sender, payload_json, status, received_at";
 inbound_record read_inbound(const statement& s) {
-  return {s.int64(0), s.int64(1), s.text(2), s.text(3), s.text(4), s.text(5), s.text(6),
-          s.int64(7)};
+  return {s.int64(0), s.int64(1), s.text(2), s.text(3),
+          s.text(4),  s.text(5),  s.text(6), s.int64(7)};
 }
 
 constexpr std::string_view outbox_columns =
@@ -388,13 +386,13 @@ expected<std::vector<conversation_record>> list_conversations(connection& c, row
 
 expected<row_id> insert_message(connection& c, message_record r) {
   const auto t = stamp(r.created_at);
-  auto id = insert_row(c,
-                       "INSERT INTO messages (conversation_id, run_id, role, content, "
-                       "tool_calls_json, tool_call_id, tool_results_json, prompt_tokens, "
-                       "completion_tokens, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                       r.conversation_id, r.run_id, r.role, r.content, r.tool_calls_json,
-                       r.tool_call_id, r.tool_results_json, r.prompt_tokens, r.completion_tokens,
-                       t);
+  auto id =
+      insert_row(c,
+                 "INSERT INTO messages (conversation_id, run_id, role, content, "
+                 "tool_calls_json, tool_call_id, tool_results_json, prompt_tokens, "
+                 "completion_tokens, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 r.conversation_id, r.run_id, r.role, r.content, r.tool_calls_json, r.tool_call_id,
+                 r.tool_results_json, r.prompt_tokens, r.completion_tokens, t);
   if (!id) {
     return id;
   }
@@ -423,10 +421,9 @@ expected<std::vector<message_record>> list_messages(connection& c, row_id conver
                                                     std::int64_t limit) {
   static const auto all_sql =
       select(message_columns, "messages", "WHERE conversation_id = ? ORDER BY id");
-  static const auto last_sql =
-      fmt::format("SELECT * FROM ({}) ORDER BY id",
-                  select(message_columns, "messages",
-                         "WHERE conversation_id = ? ORDER BY id DESC LIMIT ?"));
+  static const auto last_sql = fmt::format(
+      "SELECT * FROM ({}) ORDER BY id",
+      select(message_columns, "messages", "WHERE conversation_id = ? ORDER BY id DESC LIMIT ?"));
   if (limit > 0) {
     return query_all<message_record>(c, last_sql, read_message, conversation_id, limit);
   }
@@ -561,14 +558,14 @@ expected<row_id> insert_memory_item(connection& c, memory_item_record r, std::st
     r.status = "candidate";
   }
   const auto t = stamp(r.created_at);
-  auto id = insert_row(c,
-                       "INSERT INTO memory_items (uuid, user_id, agent_id, scope, kind, memory_key, "
-                       "content, summary, importance, confidence, sensitivity, status, pinned, "
-                       "expires_at, created_at, updated_at) "
-                       "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                       r.uuid, r.user_id, r.agent_id, r.scope, r.kind, r.memory_key, r.content,
-                       r.summary, r.importance, r.confidence, r.sensitivity, r.status, r.pinned,
-                       r.expires_at, t, t);
+  auto id =
+      insert_row(c,
+                 "INSERT INTO memory_items (uuid, user_id, agent_id, scope, kind, memory_key, "
+                 "content, summary, importance, confidence, sensitivity, status, pinned, "
+                 "expires_at, created_at, updated_at) "
+                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 r.uuid, r.user_id, r.agent_id, r.scope, r.kind, r.memory_key, r.content, r.summary,
+                 r.importance, r.confidence, r.sensitivity, r.status, r.pinned, r.expires_at, t, t);
   if (!id) {
     return id;
   }
@@ -589,9 +586,9 @@ expected<memory_item_record> find_memory_item(connection& c, row_id id) {
 expected<void> set_memory_status(connection& c, row_id id, std::string_view status,
                                  std::string_view action, std::string_view actor) {
   const auto t = now_millis();
-  auto ok = change_one(c, "memory item", id,
-                       "UPDATE memory_items SET status = ?, updated_at = ? WHERE id = ?", status, t,
-                       id);
+  auto ok =
+      change_one(c, "memory item", id,
+                 "UPDATE memory_items SET status = ?, updated_at = ? WHERE id = ?", status, t, id);
   if (!ok) {
     return ok;
   }
@@ -670,9 +667,9 @@ expected<journal_result> journal_inbound(connection& c, inbound_record r) {
   if (inserted.error().code != errc::not_found) {
     return tl::unexpected(inserted.error());
   }
-  auto existing = c.query_int(
-      "SELECT id FROM inbound_journal WHERE channel_id = ? AND platform_message_id = ?",
-      r.channel_id, r.platform_message_id);
+  auto existing =
+      c.query_int("SELECT id FROM inbound_journal WHERE channel_id = ? AND platform_message_id = ?",
+                  r.channel_id, r.platform_message_id);
   if (!existing) {
     return tl::unexpected(existing.error());
   }

@@ -72,7 +72,8 @@ std::string like_snippet(std::string_view content, const std::vector<std::string
   if (first == std::string_view::npos) {
     first = 0;
   }
-  std::size_t begin = char_start(content, first > snippet_bytes / 3 ? first - snippet_bytes / 3 : 0);
+  std::size_t begin =
+      char_start(content, first > snippet_bytes / 3 ? first - snippet_bytes / 3 : 0);
   std::size_t end = std::min(content.size(), begin + snippet_bytes);
   end = end < content.size() ? char_start(content, end) : end;
   const std::string_view window = content.substr(begin, end - begin);
@@ -125,13 +126,12 @@ std::int64_t clamp_limit(std::int64_t limit) {
 
 expected<std::vector<search_hit>> search_fts(connection& c, const search_query& q,
                                              const std::string& match) {
-  auto st = c.prepare(
-      "SELECT m.id, m.conversation_id, c.uuid, m.role, "
-      "snippet(messages_fts, 0, '[', ']', '…', 24), m.created_at "
-      "FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid "
-      "JOIN conversations c ON c.id = m.conversation_id "
-      "WHERE messages_fts MATCH ?1 AND c.owner_user_id = ?2 "
-      "ORDER BY bm25(messages_fts), m.id DESC LIMIT ?3");
+  auto st = c.prepare("SELECT m.id, m.conversation_id, c.uuid, m.role, "
+                      "snippet(messages_fts, 0, '[', ']', '…', 24), m.created_at "
+                      "FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid "
+                      "JOIN conversations c ON c.id = m.conversation_id "
+                      "WHERE messages_fts MATCH ?1 AND c.owner_user_id = ?2 "
+                      "ORDER BY bm25(messages_fts), m.id DESC LIMIT ?3");
   if (!st) {
     return tl::unexpected(st.error());
   }

@@ -87,8 +87,7 @@ expected<void> set_memory_status(connection& c, row_id id, std::string_view stat
 expected<std::vector<memory_revision_record>> list_memory_revisions(connection& c,
                                                                     row_id memory_id);
 expected<row_id> insert_memory_evidence(connection& c, memory_evidence_record r);
-expected<std::vector<memory_evidence_record>> list_memory_evidence(connection& c,
-                                                                   row_id memory_id);
+expected<std::vector<memory_evidence_record>> list_memory_evidence(connection& c, row_id memory_id);
 
 // channels
 expected<row_id> insert_channel(connection& c, channel_record r);
