@@ -1,5 +1,6 @@
 #include "troupe/storage/repositories.hpp"
 
+#include <algorithm>
 #include <array>
 #include <chrono>
 
@@ -402,6 +403,73 @@ expected<row_id> insert_message(connection& c, message_record r) {
     return tl::unexpected(touched.error());
   }
   return id;
+}
+
+expected<std::vector<row_id>> insert_messages(connection& c,
+                                              std::span<const message_record> records) {
+  // One statement per chunk: besides parsing less, this matters because SQLite opens a
+  // statement journal for every INSERT that fires a trigger, and FTS5 flushes its
+  // pending index data at each one; a multi-row INSERT flushes once per chunk.
+  constexpr std::size_t chunk = 128;
+  constexpr std::string_view head =
+      "INSERT INTO messages (conversation_id, run_id, role, content, tool_calls_json, "
+      "tool_call_id, tool_results_json, prompt_tokens, completion_tokens, created_at) VALUES ";
+  std::vector<row_id> ids;
+  ids.reserve(records.size());
+  std::vector<std::pair<row_id, std::int64_t>> touched; // conversation, latest time
+  for (std::size_t begin = 0; begin < records.size(); begin += chunk) {
+    const auto rows = records.subspan(begin, std::min(chunk, records.size() - begin));
+    std::string sql(head);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      sql += i == 0 ? "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)" : ", (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    }
+    sql += " RETURNING id";
+    auto st = c.prepare(sql);
+    if (!st) {
+      return tl::unexpected(st.error());
+    }
+    int index = 0;
+    for (const auto& r : rows) {
+      const auto t = stamp(r.created_at);
+      for (auto ok : {st->bind(++index, r.conversation_id), st->bind(++index, r.run_id),
+                      st->bind(++index, r.role), st->bind(++index, r.content),
+                      st->bind(++index, r.tool_calls_json), st->bind(++index, r.tool_call_id),
+                      st->bind(++index, r.tool_results_json), st->bind(++index, r.prompt_tokens),
+                      st->bind(++index, r.completion_tokens), st->bind(++index, t)}) {
+        if (!ok) {
+          return tl::unexpected(ok.error());
+        }
+      }
+      auto it = std::find_if(touched.begin(), touched.end(),
+                             [&](const auto& p) { return p.first == r.conversation_id; });
+      if (it == touched.end()) {
+        touched.emplace_back(r.conversation_id, t);
+      } else {
+        it->second = std::max(it->second, t);
+      }
+    }
+    const auto first = ids.size();
+    for (;;) {
+      auto row = st->step();
+      if (!row) {
+        return tl::unexpected(row.error());
+      }
+      if (!*row) {
+        break;
+      }
+      ids.push_back(st->int64(0));
+    }
+    // Rows get increasing ids in VALUES order; RETURNING's order is unspecified.
+    std::sort(ids.begin() + static_cast<std::ptrdiff_t>(first), ids.end());
+  }
+  for (const auto& [conversation, t] : touched) {
+    auto ok = c.run("UPDATE conversations SET updated_at = max(updated_at, ?) WHERE id = ?", t,
+                    conversation);
+    if (!ok) {
+      return tl::unexpected(ok.error());
+    }
+  }
+  return ids;
 }
 
 expected<message_record> find_message(connection& c, row_id id) {

@@ -5,8 +5,11 @@
 namespace troupe::storage {
 
 write_op append_message_op(message_record m) {
-  return make_write("append message",
-                    [m = std::move(m)](connection& c) { return insert_message(c, m); });
+  auto shared = std::make_shared<const message_record>(std::move(m));
+  auto op =
+      make_write("append message", [shared](connection& c) { return insert_message(c, *shared); });
+  op.message = std::move(shared);
+  return op;
 }
 
 write_op edit_message_op(row_id id, std::string content) {

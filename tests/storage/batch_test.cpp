@@ -23,7 +23,7 @@ TEST_CASE("a failing write in a batch fails alone and the others commit", "[stor
   std::vector<write_op> ops = {
       append_message_op(good), append_message_op(orphan), append_message_op(also_good),
       make_write("throws", [](connection&) -> expected<void> { throw std::runtime_error("boom"); }),
-      write_op{"empty", nullptr}};
+      write_op{"empty", nullptr, nullptr}};
   auto results = apply_batch(f.db, ops);
   REQUIRE(results.size() == 5);
   CHECK(results[0]);
@@ -75,4 +75,44 @@ TEST_CASE("a batch on a read-only connection fails every write with the reason",
     REQUIRE_FALSE(r);
     CHECK(r.error().code == errc::permission_denied);
   }
+}
+
+TEST_CASE("a batch of many message appends stores each one and answers with its own id",
+          "[storage][batch]") {
+  fresh_db f;
+  const auto ann = f.add_user("ann");
+  const auto agent = f.add_agent();
+  const auto c1 = f.add_conversation(ann, agent, "c1");
+  const auto c2 = f.add_conversation(ann, agent, "c2");
+  std::vector<write_op> ops;
+  for (int i = 0; i < 300; ++i) {
+    message_record m;
+    m.conversation_id = i % 3 == 0 ? c2 : c1;
+    m.role = "user";
+    m.content = "note number" + std::to_string(i) + " xylophone";
+    m.prompt_tokens = i;
+    ops.push_back(append_message_op(m));
+    if (i == 150) {
+      ops.push_back(make_write("a step between", [](connection&) -> expected<void> { return {}; }));
+    }
+  }
+  auto results = apply_batch(f.db, ops);
+  REQUIRE(results.size() == 301);
+  int i = 0;
+  for (std::size_t k = 0; k < results.size(); ++k) {
+    REQUIRE(results[k]);
+    if (!ops[k].message) {
+      continue;
+    }
+    auto m = must(find_message(f.db, *results[k]));
+    CHECK(m.content == "note number" + std::to_string(i) + " xylophone");
+    CHECK(m.prompt_tokens == i);
+    ++i;
+  }
+  CHECK(i == 300);
+  CHECK(must(list_messages(f.db, c2)).size() == 100);
+  // Every one is in the full-text index.
+  CHECK(must(f.db.query_int("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?",
+                            std::string("xylophone"))) == 300);
+  must(f.db.exec("INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)"));
 }

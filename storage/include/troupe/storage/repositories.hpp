@@ -8,6 +8,7 @@
 /// fail with `not_found`; constraint violations fail with `conflict`.
 
 #include <cstdint>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -44,6 +45,10 @@ expected<std::vector<conversation_record>> list_conversations(connection& c, row
                                                               std::int64_t limit);
 /// Appends a message and touches its conversation's `updated_at`.
 expected<row_id> insert_message(connection& c, message_record r);
+/// Appends many messages with multi-row statements; returns their ids in input order.
+/// All or nothing only inside a transaction (a failing chunk leaves earlier ones).
+expected<std::vector<row_id>> insert_messages(connection& c,
+                                              std::span<const message_record> records);
 expected<message_record> find_message(connection& c, row_id id);
 /// Replaces a message's content (the full-text index follows by trigger).
 expected<void> update_message_content(connection& c, row_id id, std::string_view content);

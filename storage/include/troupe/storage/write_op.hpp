@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <string>
 #include <type_traits>
 #include <utility>
@@ -21,12 +22,16 @@ namespace troupe::storage {
 struct write_op {
   std::string what;
   std::function<expected<std::int64_t>(connection&)> apply;
+  /// Set by `append_message_op`: the message `apply` inserts. A batch inserts a run of
+  /// such writes with one multi-row statement (the hot path of group commit).
+  std::shared_ptr<const message_record> message;
 };
 
 /// Wraps `f(connection&)` returning `expected<row_id>`, `expected<void>` or
 /// `expected<journal_result>` (→ its id) as a write_op.
 template <class F> write_op make_write(std::string what, F f) {
-  return write_op{std::move(what), [f = std::move(f)](connection& c) -> expected<std::int64_t> {
+  return write_op{std::move(what),
+                  [f = std::move(f)](connection& c) -> expected<std::int64_t> {
                     auto r = f(c);
                     using value_type = typename decltype(r)::value_type;
                     if (!r) {
@@ -39,7 +44,8 @@ template <class F> write_op make_write(std::string what, F f) {
                     } else {
                       return static_cast<std::int64_t>(r->id);
                     }
-                  }};
+                  },
+                  nullptr};
 }
 
 /// The writes the runtime makes most often.
