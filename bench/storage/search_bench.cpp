@@ -17,6 +17,7 @@
 #include "troupe/storage/batch.hpp"
 #include "troupe/storage/database.hpp"
 #include "troupe/storage/repositories.hpp"
+#include "troupe/storage/schema.hpp"
 #include "troupe/storage/search.hpp"
 
 namespace {
@@ -82,7 +83,7 @@ const corpus& the_corpus() {
     corpus out;
     out.messages = message_count();
     out.path = std::filesystem::temp_directory_path() /
-               fmt::format("troupe-search-bench-{}.db", out.messages);
+               fmt::format("troupe-search-bench-v{}-{}.db", latest_schema_version(), out.messages);
     if (std::filesystem::exists(out.path)) {
       auto conn = must(connection::open(out.path));
       auto n = conn.query_int("SELECT count(*) FROM messages");

@@ -125,11 +125,11 @@ conversation_record read_conversation(const statement& s) {
 }
 
 constexpr std::string_view message_columns =
-    "id, conversation_id, run_id, role, content, tool_calls_json, tool_call_id, "
+    "id, conversation_id, owner_user_id, run_id, role, content, tool_calls_json, tool_call_id, "
     "tool_results_json, prompt_tokens, completion_tokens, created_at";
 message_record read_message(const statement& s) {
-  return {s.int64(0), s.int64(1), s.optional_int64(2), s.text(3),  s.text(4),  s.text(5),
-          s.text(6),  s.text(7),  s.int64(8),          s.int64(9), s.int64(10)};
+  return {s.int64(0), s.int64(1), s.int64(2), s.optional_int64(3), s.text(4),   s.text(5),
+          s.text(6),  s.text(7),  s.text(8),  s.int64(9),          s.int64(10), s.int64(11)};
 }
 
 constexpr std::string_view run_columns =
@@ -389,9 +389,10 @@ expected<row_id> insert_message(connection& c, message_record r) {
   const auto t = stamp(r.created_at);
   auto id =
       insert_row(c,
-                 "INSERT INTO messages (conversation_id, run_id, role, content, "
+                 "INSERT INTO messages (conversation_id, owner_user_id, run_id, role, content, "
                  "tool_calls_json, tool_call_id, tool_results_json, prompt_tokens, "
-                 "completion_tokens, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 "completion_tokens, created_at) VALUES (?1, (SELECT owner_user_id FROM "
+                 "conversations WHERE id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
                  r.conversation_id, r.run_id, r.role, r.content, r.tool_calls_json, r.tool_call_id,
                  r.tool_results_json, r.prompt_tokens, r.completion_tokens, t);
   if (!id) {
@@ -412,8 +413,9 @@ expected<std::vector<row_id>> insert_messages(connection& c,
   // pending index data at each one; a multi-row INSERT flushes once per chunk.
   constexpr std::size_t chunk = 128;
   constexpr std::string_view head =
-      "INSERT INTO messages (conversation_id, run_id, role, content, tool_calls_json, "
-      "tool_call_id, tool_results_json, prompt_tokens, completion_tokens, created_at) VALUES ";
+      "INSERT INTO messages (conversation_id, owner_user_id, run_id, role, content, "
+      "tool_calls_json, tool_call_id, tool_results_json, prompt_tokens, completion_tokens, "
+      "created_at) VALUES ";
   std::vector<row_id> ids;
   ids.reserve(records.size());
   std::vector<std::pair<row_id, std::int64_t>> touched; // conversation, latest time
@@ -421,7 +423,9 @@ expected<std::vector<row_id>> insert_messages(connection& c,
     const auto rows = records.subspan(begin, std::min(chunk, records.size() - begin));
     std::string sql(head);
     for (std::size_t i = 0; i < rows.size(); ++i) {
-      sql += i == 0 ? "(?, ?, ?, ?, ?, ?, ?, ?, ?, ?)" : ", (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)";
+      sql += i == 0 ? "" : ", ";
+      sql += "(?, (SELECT owner_user_id FROM conversations WHERE id = ?), "
+             "?, ?, ?, ?, ?, ?, ?, ?, ?)";
     }
     sql += " RETURNING id";
     auto st = c.prepare(sql);
@@ -431,11 +435,12 @@ expected<std::vector<row_id>> insert_messages(connection& c,
     int index = 0;
     for (const auto& r : rows) {
       const auto t = stamp(r.created_at);
-      for (auto ok : {st->bind(++index, r.conversation_id), st->bind(++index, r.run_id),
-                      st->bind(++index, r.role), st->bind(++index, r.content),
-                      st->bind(++index, r.tool_calls_json), st->bind(++index, r.tool_call_id),
-                      st->bind(++index, r.tool_results_json), st->bind(++index, r.prompt_tokens),
-                      st->bind(++index, r.completion_tokens), st->bind(++index, t)}) {
+      for (auto ok :
+           {st->bind(++index, r.conversation_id), st->bind(++index, r.conversation_id),
+            st->bind(++index, r.run_id), st->bind(++index, r.role), st->bind(++index, r.content),
+            st->bind(++index, r.tool_calls_json), st->bind(++index, r.tool_call_id),
+            st->bind(++index, r.tool_results_json), st->bind(++index, r.prompt_tokens),
+            st->bind(++index, r.completion_tokens), st->bind(++index, t)}) {
         if (!ok) {
           return tl::unexpected(ok.error());
         }

@@ -83,6 +83,9 @@ CREATE INDEX runs_status ON runs(status);
 CREATE TABLE messages (
   id INTEGER PRIMARY KEY,
   conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+  -- The conversation's owner, copied on insert (an owner never changes), so search can
+  -- filter by owner inside the full-text index instead of ranking everyone's messages.
+  owner_user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
   run_id INTEGER REFERENCES runs(id) ON DELETE SET NULL,
   role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant', 'tool')),
   content TEXT NOT NULL DEFAULT '',
@@ -94,6 +97,7 @@ CREATE TABLE messages (
   created_at INTEGER NOT NULL
 );
 CREATE INDEX messages_conversation ON messages(conversation_id, id);
+CREATE INDEX messages_owner ON messages(owner_user_id, id);
 CREATE TABLE execution_steps (
   id INTEGER PRIMARY KEY,
   run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
@@ -270,20 +274,27 @@ CREATE TABLE search_engines (
 CREATE UNIQUE INDEX search_engines_one_default ON search_engines(is_default) WHERE is_default = 1;
 )sql";
 
-// The FTS5 index over messages.content, external content (no second copy of the text).
-// Unlike AIClaw it has an UPDATE trigger, so an edited message is found by its new words.
+// The FTS5 index over messages, external content (no second copy of the text). It also
+// indexes the owner's id, so a search matches `owner_user_id : "42" AND content : (...)`
+// and ranks only that user's hits. Unlike AIClaw it has an UPDATE trigger, so an edited
+// message is found by its new words.
 constexpr std::string_view message_index_sql = R"sql(
 CREATE VIRTUAL TABLE messages_fts USING fts5(
-  content, content = 'messages', content_rowid = 'id', tokenize = 'unicode61 remove_diacritics 2');
+  content, owner_user_id, content = 'messages', content_rowid = 'id',
+  tokenize = 'unicode61 remove_diacritics 2');
 CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
-  INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+  INSERT INTO messages_fts(rowid, content, owner_user_id)
+    VALUES (new.id, new.content, new.owner_user_id);
 END;
 CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
-  INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
+  INSERT INTO messages_fts(messages_fts, rowid, content, owner_user_id)
+    VALUES ('delete', old.id, old.content, old.owner_user_id);
 END;
-CREATE TRIGGER messages_fts_update AFTER UPDATE OF content ON messages BEGIN
-  INSERT INTO messages_fts(messages_fts, rowid, content) VALUES ('delete', old.id, old.content);
-  INSERT INTO messages_fts(rowid, content) VALUES (new.id, new.content);
+CREATE TRIGGER messages_fts_update AFTER UPDATE OF content, owner_user_id ON messages BEGIN
+  INSERT INTO messages_fts(messages_fts, rowid, content, owner_user_id)
+    VALUES ('delete', old.id, old.content, old.owner_user_id);
+  INSERT INTO messages_fts(rowid, content, owner_user_id)
+    VALUES (new.id, new.content, new.owner_user_id);
 END;
 INSERT INTO messages_fts(messages_fts) VALUES ('rebuild');
 )sql";

@@ -135,7 +135,11 @@ expected<std::vector<search_hit>> search_fts(connection& c, const search_query& 
   if (!st) {
     return tl::unexpected(st.error());
   }
-  if (auto b = st->bind_all(match, q.owner_user_id, clamp_limit(q.limit)); !b) {
+  // The owner filter inside MATCH lets FTS5 intersect posting lists and rank only this
+  // user's hits; the SQL filter above restates it as a guard.
+  const auto expression =
+      fmt::format(R"(owner_user_id : "{}" AND content : ({}))", q.owner_user_id, match);
+  if (auto b = st->bind_all(expression, q.owner_user_id, clamp_limit(q.limit)); !b) {
     return tl::unexpected(b.error());
   }
   std::vector<search_hit> hits;
@@ -165,7 +169,7 @@ expected<std::vector<search_hit>> search_like(connection& c, const search_query&
   const auto sql = fmt::format("SELECT m.id, m.conversation_id, c.uuid, m.role, m.content, "
                                "m.created_at, ({}) AS score "
                                "FROM messages m JOIN conversations c ON c.id = m.conversation_id "
-                               "WHERE c.owner_user_id = ?1 AND ({}) "
+                               "WHERE m.owner_user_id = ?1 AND ({}) "
                                "ORDER BY score DESC, m.id DESC LIMIT ?2",
                                score, any);
   auto st = c.prepare(sql);

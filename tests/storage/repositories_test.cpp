@@ -114,6 +114,7 @@ TEST_CASE("messages keep role, tool calls, tool results and token counts in orde
   CHECK(all[0].id == first);
   CHECK(all[0].tool_calls_json == m.tool_calls_json);
   CHECK(all[0].prompt_tokens == 120);
+  CHECK(all[0].owner_user_id == user);
   CHECK(all[0].completion_tokens == 7);
   CHECK(all[1].id == second);
   CHECK(all[1].tool_call_id == "call_1");

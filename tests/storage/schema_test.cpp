@@ -70,14 +70,21 @@ TEST_CASE("a database newer than the binary is refused with a clear message", "[
 
 TEST_CASE("foreign keys are enforced", "[storage][schema]") {
   fresh_db f;
+  conversation_record c;
+  c.uuid = "c";
+  c.owner_user_id = 12345; // no such user
+  c.agent_id = f.add_agent();
+  auto r = insert_conversation(f.db, c);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == errc::conflict);
+  CHECK_THAT(r.error().message, Catch::Contains("FOREIGN KEY"));
   message_record m;
   m.conversation_id = 12345; // no such conversation
   m.role = "user";
   m.content = "orphan";
-  auto r = insert_message(f.db, m);
-  REQUIRE_FALSE(r);
-  CHECK(r.error().code == errc::conflict);
-  CHECK_THAT(r.error().message, Catch::Contains("FOREIGN KEY"));
+  auto orphan = insert_message(f.db, m);
+  REQUIRE_FALSE(orphan);
+  CHECK(orphan.error().code == errc::conflict);
 }
 
 TEST_CASE("check constraints reject an unknown message role and run status", "[storage][schema]") {

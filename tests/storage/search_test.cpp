@@ -155,6 +155,9 @@ TEST_CASE("hostile query text is never interpreted as FTS syntax", "[storage][se
       "alpha - beta",
       "rowid:1 OR 1=1 --",
       "'; DROP TABLE messages; --",
+      R"(owner_user_id : "2")",
+      R"(alpha) OR owner_user_id : ("2)",
+      R"(content : alpha OR {owner_user_id content} : 2)",
       std::string("alpha\0beta", 10),
       "\xff\xfe alpha \xc3",
   };

@@ -95,6 +95,8 @@ struct conversation_record {
 struct message_record {
   row_id id = 0;
   row_id conversation_id = 0;
+  /// The conversation's owner; filled in on insert (any value given is ignored).
+  row_id owner_user_id = 0;
   std::optional<row_id> run_id;
   /// system | user | assistant | tool.
   std::string role;
