@@ -124,21 +124,66 @@ std::int64_t clamp_limit(std::int64_t limit) {
   return std::clamp<std::int64_t>(limit, 1, 100);
 }
 
+// Whether more than `threshold` messages (of all users) contain `term`. Costs at most
+// `threshold` steps through the term's postings, newest first.
+expected<bool> is_common_term(connection& c, const std::string& term, std::int64_t threshold) {
+  auto found = c.query_int("SELECT rowid FROM messages_fts WHERE messages_fts MATCH ?1 "
+                           "ORDER BY rowid DESC LIMIT 1 OFFSET ?2",
+                           fmt::format(R"(content : "{}")", term), threshold);
+  if (found) {
+    return true;
+  }
+  if (found.error().code == errc::not_found) {
+    return false;
+  }
+  return tl::unexpected(found.error());
+}
+
+std::string quoted_or(const std::vector<std::string>& terms) {
+  std::string out;
+  for (const auto& t : terms) {
+    out += out.empty() ? "\"" : " OR \"";
+    out += t;
+    out += '"';
+  }
+  return out;
+}
+
 expected<std::vector<search_hit>> search_fts(connection& c, const search_query& q,
-                                             const std::string& match) {
-  auto st = c.prepare("SELECT m.id, m.conversation_id, c.uuid, m.role, "
-                      "snippet(messages_fts, 0, '[', ']', '…', 24), m.created_at "
-                      "FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid "
-                      "JOIN conversations c ON c.id = m.conversation_id "
-                      "WHERE messages_fts MATCH ?1 AND c.owner_user_id = ?2 "
-                      "ORDER BY bm25(messages_fts), m.id DESC LIMIT ?3");
+                                             const std::vector<std::string>& terms) {
+  // bm25 computes each word's IDF by reading all of its postings, every query: a word in
+  // most messages costs tens of milliseconds at a million rows. Such words are treated
+  // as stop words; if every word is one, hits come newest first instead of by bm25.
+  std::vector<std::string> distinctive;
+  for (const auto& t : terms) {
+    auto common =
+        q.common_term_rows > 0 ? is_common_term(c, t, q.common_term_rows) : expected<bool>(false);
+    if (!common) {
+      return tl::unexpected(common.error());
+    }
+    if (!*common) {
+      distinctive.push_back(t);
+    }
+  }
+  const bool ranked = !distinctive.empty();
+  constexpr std::string_view select_hits =
+      "SELECT m.id, m.conversation_id, c.uuid, m.role, "
+      "snippet(messages_fts, 0, '[', ']', '…', 24), m.created_at "
+      "FROM messages_fts JOIN messages m ON m.id = messages_fts.rowid "
+      "JOIN conversations c ON c.id = m.conversation_id "
+      "WHERE messages_fts MATCH ?1 AND m.owner_user_id = ?2 ";
+  static const auto by_rank =
+      std::string(select_hits) + "ORDER BY bm25(messages_fts, 1.0, 0.0), m.id DESC LIMIT ?3";
+  static const auto by_recency =
+      std::string(select_hits) + "ORDER BY messages_fts.rowid DESC LIMIT ?3";
+  auto st = c.prepare(ranked ? by_rank : by_recency);
   if (!st) {
     return tl::unexpected(st.error());
   }
   // The owner filter inside MATCH lets FTS5 intersect posting lists and rank only this
-  // user's hits; the SQL filter above restates it as a guard.
-  const auto expression =
-      fmt::format(R"(owner_user_id : "{}" AND content : ({}))", q.owner_user_id, match);
+  // user's hits; the SQL filter restates it as a guard.
+  const auto expression = fmt::format(R"(owner_user_id : "{}" AND content : ({}))", q.owner_user_id,
+                                      quoted_or(ranked ? distinctive : terms));
   if (auto b = st->bind_all(expression, q.owner_user_id, clamp_limit(q.limit)); !b) {
     return tl::unexpected(b.error());
   }
@@ -222,18 +267,9 @@ std::vector<std::string> query_terms(std::string_view text) {
 }
 
 std::string fts_match_expression(std::string_view text) {
-  std::string out;
-  for (const auto& term : query_terms(text)) {
-    if (!out.empty()) {
-      out += " OR ";
-    }
-    // A term holds only letters, digits and non-ASCII bytes, so it has no quote to escape;
-    // inside quotes NEAR, AND, *, ^, : and parentheses are plain text.
-    out += '"';
-    out += term;
-    out += '"';
-  }
-  return out;
+  // A term holds only letters, digits and non-ASCII bytes, so it has no quote to escape;
+  // inside quotes NEAR, AND, *, ^, : and parentheses are plain text.
+  return quoted_or(query_terms(text));
 }
 
 expected<std::vector<search_hit>> search_messages(connection& c, const search_query& q) {
@@ -258,7 +294,7 @@ expected<std::vector<search_hit>> search_messages(connection& c, const search_qu
     }
   }
   if (engine == search_engine_kind::fts) {
-    return search_fts(c, q, fts_match_expression(q.text));
+    return search_fts(c, q, terms);
   }
   return search_like(c, q, terms);
 }

@@ -211,3 +211,32 @@ TEST_CASE("query terms are split on punctuation, deduplicated and bounded", "[st
   CHECK(query_terms(many).size() == 16);
   CHECK(query_terms(std::string(500, 'x')).at(0).size() == 64);
 }
+
+TEST_CASE("very common words do not select or rank hits; alone they give newest first",
+          "[storage][search]") {
+  fresh_db f;
+  const auto ann = f.add_user("ann");
+  const auto conv = f.add_conversation(ann, f.add_agent(), "c");
+  std::vector<row_id> common;
+  for (int i = 0; i < 5; ++i) {
+    common.push_back(f.add_message(conv, "user", "the weather is fine " + std::to_string(i)));
+  }
+  const auto zebra = f.add_message(conv, "user", "the zebra");
+  search_query q{ann, "the zebra", 20, search_engine_kind::fts};
+  q.common_term_rows = 3; // "the" is in 6 messages: a stop word here
+  auto hits = must(search_messages(f.db, q));
+  REQUIRE(hits.size() == 1);
+  CHECK(hits[0].message_id == zebra);
+
+  q.text = "the";
+  hits = must(search_messages(f.db, q));
+  REQUIRE(hits.size() == 6);
+  CHECK(hits[0].message_id == zebra); // newest first
+  CHECK(hits[5].message_id == common[0]);
+
+  q.common_term_rows = 0; // no stop words: "the" selects all six, "zebra" ranks first
+  q.text = "the zebra";
+  hits = must(search_messages(f.db, q));
+  REQUIRE(hits.size() == 6);
+  CHECK(hits[0].message_id == zebra);
+}

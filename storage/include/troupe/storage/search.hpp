@@ -30,11 +30,18 @@ struct search_query {
   /// At most this many hits (clamped to 1..100).
   std::int64_t limit = 20;
   search_engine_kind engine = search_engine_kind::automatic;
+  /// FTS only: a word found in more messages than this (all users counted) is a stop
+  /// word — it neither selects nor ranks hits, unless every word is one, and then hits
+  /// come newest first. bm25 reads every posting of every query word to weigh it, so a
+  /// word in most of a million messages would cost tens of milliseconds. 0: no limit.
+  std::int64_t common_term_rows = 20000;
 };
 
 /// One hit. The contract both engines keep: hits come from the owner's conversations
 /// only, contain at least one query word, best first, at most `limit`; `snippet` is at
 /// most about 200 characters of the message around a match, matches marked `[` `]`.
+/// "Best": bm25 for FTS (newest first when every word is a stop word, see
+/// `common_term_rows`), number of distinct words matched then newest for LIKE.
 struct search_hit {
   row_id message_id = 0;
   row_id conversation_id = 0;
