@@ -49,10 +49,13 @@ void flush(writer_pointer self) {
   st.stats.largest_batch = std::max<std::uint64_t>(st.stats.largest_batch, batch.size());
   // Only now, after COMMIT returned, is any caller answered.
   for (std::size_t i = 0; i < batch.size(); ++i) {
-    if (!results[i]) {
+    write_result r = i < results.size()
+                         ? std::move(results[i])
+                         : fail(errc::internal, "the batch produced no result for this write");
+    if (!r) {
       ++st.stats.failed_writes;
     }
-    batch[i].promise.deliver(std::move(results[i]));
+    batch[i].promise.deliver(std::move(r));
   }
 }
 

@@ -47,7 +47,7 @@ apply_optimistically(connection& c, std::span<const write_op> ops) {
         messages.push_back(*ops[i].message);
       }
       auto ids = insert_messages(c, messages);
-      if (!ids) {
+      if (!ids || ids->size() != messages.size()) {
         (void)tx->rollback();
         return std::nullopt;
       }

@@ -142,7 +142,7 @@ TEST_CASE("the group-commit timer commits a partial batch", "[actors][store_writ
   CHECK(s.batches < 30); // writes were grouped, not committed one by one
 }
 
-TEST_CASE("a failing write fails only its own caller; its batch-mates commit",
+TEST_CASE("a failing write fails only its own caller and its batch-mates commit",
           "[actors][store_writer]") {
   writer_fixture f({60s, 3});
   auto results =

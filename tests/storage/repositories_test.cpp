@@ -242,7 +242,7 @@ TEST_CASE("files are visible only to their owner", "[storage][repositories]") {
   CHECK_FALSE(insert_file(f.db, file));
 }
 
-TEST_CASE("memory items keep revisions and evidence; identical upserts are no-ops",
+TEST_CASE("memory items keep revisions and evidence and identical upserts are no-ops",
           "[storage][repositories][memory]") {
   fresh_db f;
   const auto user = f.add_user("ann");
@@ -288,7 +288,7 @@ TEST_CASE("memory items keep revisions and evidence; identical upserts are no-op
         "candidate");
 }
 
-TEST_CASE("an inbound platform message is journaled once; a redelivery is a duplicate",
+TEST_CASE("an inbound platform message is journaled once and a redelivery is a duplicate",
           "[storage][repositories][channels]") {
   fresh_db f;
   channel_record ch;

@@ -212,7 +212,7 @@ TEST_CASE("query terms are split on punctuation, deduplicated and bounded", "[st
   CHECK(query_terms(std::string(500, 'x')).at(0).size() == 64);
 }
 
-TEST_CASE("very common words do not select or rank hits; alone they give newest first",
+TEST_CASE("very common words do not select or rank hits, and alone give newest first",
           "[storage][search]") {
   fresh_db f;
   const auto ann = f.add_user("ann");
