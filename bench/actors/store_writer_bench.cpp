@@ -78,7 +78,10 @@ void BM_writer_inserts(benchmark::State& state) {
   // waiting for its own commit) keeps the smoke run short.
   const std::int64_t total = std::clamp<std::int64_t>(state.range(0) * 100, 500, 20000);
   bench_db db(sync);
+  // As `troupe serve` runs it (actors.scheduler_policy = sharing): the work-stealing
+  // workers' idle polling would take CPU from the writer thread on a 2-core machine.
   caf::actor_system_config config;
+  config.set("scheduler.policy", caf::atom("sharing"));
   caf::actor_system system{config};
   auto writer = spawn_store_writer(system, db.writer_connection, {group_ms, 1024});
   db.writer_connection.reset();
