@@ -224,6 +224,10 @@ void connection::close() noexcept {
 
 expected<connection> connection::open(const std::filesystem::path& path,
                                       const connection_options& options) {
+  // Memory statistics make every SQLite allocation take a global mutex; troupe does not
+  // read them. Only possible before SQLite initializes (else SQLITE_MISUSE, harmless).
+  static const int memstatus_off = sqlite3_config(SQLITE_CONFIG_MEMSTATUS, 0);
+  (void)memstatus_off;
   connection conn;
   conn.read_only_ = options.read_only;
   conn.path_ = path;
