@@ -5,7 +5,6 @@
 #include <vector>
 
 #include "troupe/actors/bridge.hpp"
-#include "troupe/runtime/log.hpp"
 #include "troupe/storage/batch.hpp"
 
 namespace troupe::actors {
@@ -43,7 +42,10 @@ void flush(writer_pointer self) {
   for (auto& p : batch) {
     ops.push_back(std::move(p.op));
   }
-  auto results = storage::apply_batch(*st.db, ops);
+  auto results = st.db
+                     ? storage::apply_batch(*st.db, ops)
+                     : std::vector<write_result>(
+                           ops.size(), fail(errc::unavailable, "the store writer has no database"));
   ++st.stats.batches;
   st.stats.writes += batch.size();
   st.stats.largest_batch = std::max<std::uint64_t>(st.stats.largest_batch, batch.size());

@@ -330,3 +330,14 @@ TEST_CASE("every write acknowledged before a SIGKILL is present after reopening"
   // The full-text index survived the crash consistent with its table.
   must(conn.exec("INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)"));
 }
+
+TEST_CASE("a store writer without a database answers every write with an error",
+          "[actors][store_writer]") {
+  caf::actor_system_config config;
+  caf::actor_system system{config};
+  auto writer = spawn_store_writer(system, nullptr, {0ms, 8});
+  auto r = write_blocking(system, writer, write_op{"nothing", nullptr, nullptr}, 10s);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == errc::unavailable);
+  caf::anon_send_exit(writer, caf::exit_reason::user_shutdown);
+}
