@@ -15,5 +15,6 @@ using command_action = std::function<int()>;
 
 void add_serve_command(CLI::App& cli, command_action& action);
 void add_version_command(CLI::App& cli, command_action& action);
+void add_migrate_command(CLI::App& cli, command_action& action);
 
 } // namespace troupe::app

@@ -11,6 +11,7 @@ int main(int argc, char** argv) {
   troupe::app::command_action action;
   troupe::app::add_serve_command(cli, action);
   troupe::app::add_version_command(cli, action);
+  troupe::app::add_migrate_command(cli, action);
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

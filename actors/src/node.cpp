@@ -15,6 +15,7 @@
 #include "troupe/actors/system_routes.hpp"
 #include "troupe/runtime/log.hpp"
 #include "troupe/storage/data_dir.hpp"
+#include "troupe/storage/database.hpp"
 
 namespace troupe::actors {
 
@@ -52,6 +53,10 @@ struct node::impl {
   std::unique_ptr<net::http_server> server;
   health_actor health;
   asio::signal_set signals;
+  // Storage: the writer connection goes to the store_writer; reads use the pool.
+  std::shared_ptr<storage::connection> db_writer;
+  std::shared_ptr<storage::read_pool> db_reads;
+  store_writer_actor store_writer;
 
   std::mutex mutex;
   std::condition_variable stopped_cv;
@@ -62,6 +67,10 @@ struct node::impl {
     if (health) {
       caf::anon_send_exit(health, caf::exit_reason::user_shutdown);
     }
+    if (store_writer) {
+      // The writer commits what is queued before it exits.
+      caf::anon_send_exit(store_writer, caf::exit_reason::user_shutdown);
+    }
     work.reset();
     io.stop();
     {
@@ -69,6 +78,34 @@ struct node::impl {
       stopped = true;
     }
     stopped_cv.notify_all();
+  }
+
+  // Opens the database: migrate, recover interrupted runs, check integrity, read pool.
+  expected<void> open_storage() {
+    const auto path = storage::database_path(config.data_dir);
+    auto sync = storage::parse_sync_mode(config.storage.synchronous);
+    if (!sync) {
+      return tl::unexpected(sync.error());
+    }
+    auto conn = storage::open_writer(path, *sync);
+    if (!conn) {
+      return tl::unexpected(conn.error());
+    }
+    auto recovered = storage::recover(*conn);
+    if (!recovered) {
+      return tl::unexpected(recovered.error());
+    }
+    if (recovered->interrupted_runs > 0) {
+      log::warn("marked {} run(s) interrupted: they were running when troupe last stopped",
+                recovered->interrupted_runs);
+    }
+    auto reads = storage::read_pool::open(path, config.storage.read_connections);
+    if (!reads) {
+      return tl::unexpected(reads.error());
+    }
+    db_writer = std::make_shared<storage::connection>(std::move(*conn));
+    db_reads = std::move(*reads);
+    return {};
   }
 
   void join_io_threads() {
@@ -101,6 +138,10 @@ node::~node() {
     caf::anon_send_exit(impl_->health, caf::exit_reason::user_shutdown);
   }
   impl_->health = nullptr;
+  if (impl_->system && impl_->store_writer) {
+    caf::anon_send_exit(impl_->store_writer, caf::exit_reason::user_shutdown);
+  }
+  impl_->store_writer = nullptr;
   impl_->system.reset(); // waits for every actor to finish
 }
 
@@ -112,7 +153,15 @@ expected<endpoint> node::start() {
   }
   d.data_dir = std::move(*lock);
 
+  // Storage: migrate, recover interrupted runs, check integrity, open the read pool.
+  if (auto ok = d.open_storage(); !ok) {
+    return tl::unexpected(ok.error());
+  }
+
   d.system = std::make_unique<caf::actor_system>(d.caf_config);
+  d.store_writer =
+      spawn_store_writer(*d.system, std::move(d.db_writer),
+                         {d.config.storage.group_commit, d.config.storage.group_commit_max});
   d.metrics.gauge_callback(
       "troupe_actors_live", "Actors alive in the actor system",
       [sys = d.system.get()] { return static_cast<double>(sys->registry().running()); });
@@ -214,6 +263,14 @@ asio::io_context& node::io() {
 
 metrics_registry& node::metrics() {
   return impl_->metrics;
+}
+
+store_writer_actor node::store_writer() const {
+  return impl_->store_writer;
+}
+
+std::shared_ptr<storage::read_pool> node::read_pool() const {
+  return impl_->db_reads;
 }
 
 } // namespace troupe::actors

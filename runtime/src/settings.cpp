@@ -200,6 +200,30 @@ const std::vector<setting_spec>& specs() {
         "actors.max_throughput", "messages an actor handles before yielding its thread",
         [](settings& s) -> std::size_t& { return s.actors.max_throughput; }, std::size_t{1},
         std::size_t{1'000'000}));
+    t.push_back(make_spec(
+        "storage.synchronous",
+        "normal (commits survive a crash) | full (commits survive power loss; slower)",
+        [](settings& s, std::string_view text) -> expected<void> {
+          if (text != "normal" && text != "full") {
+            return fail(
+                errc::invalid_argument,
+                fmt::format("'{}' is not a synchronous mode (expected normal or full)", text));
+          }
+          s.storage.synchronous = std::string(text);
+          return {};
+        },
+        [](const settings& s) { return toml_string(s.storage.synchronous); }));
+    t.push_back(millis_spec(
+        "storage.group_commit_ms", "how long the writer gathers writes into one transaction",
+        [](settings& s) -> std::chrono::milliseconds& { return s.storage.group_commit; }, 0,
+        1'000));
+    t.push_back(integer_spec<std::size_t>(
+        "storage.group_commit_max", "writes that end a batch without waiting for the timer",
+        [](settings& s) -> std::size_t& { return s.storage.group_commit_max; }, std::size_t{1},
+        std::size_t{100'000}));
+    t.push_back(integer_spec<unsigned>(
+        "storage.read_connections", "read-only database connections in the read pool",
+        [](settings& s) -> unsigned& { return s.storage.read_connections; }, 1u, 64u));
     return t;
   }();
   return table;

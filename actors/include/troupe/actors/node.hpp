@@ -10,10 +10,12 @@
 #include <boost/asio/io_context.hpp>
 #include <caf/fwd.hpp>
 
+#include "troupe/actors/store_writer.hpp"
 #include "troupe/net/http_server.hpp"
 #include "troupe/runtime/error.hpp"
 #include "troupe/runtime/metrics.hpp"
 #include "troupe/runtime/settings.hpp"
+#include "troupe/storage/database.hpp"
 
 namespace troupe::actors {
 
@@ -44,6 +46,10 @@ public:
   caf::actor_system& system();
   boost::asio::io_context& io();
   metrics_registry& metrics();
+  /// The only database writer (valid after `start`).
+  store_writer_actor store_writer() const;
+  /// Read-only connections for database reads (valid after `start`).
+  std::shared_ptr<storage::read_pool> read_pool() const;
 
 private:
   struct impl;

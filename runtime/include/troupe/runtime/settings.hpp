@@ -64,6 +64,19 @@ struct actor_settings {
   std::size_t max_throughput = 300;
 };
 
+/// The database's knobs (`[storage]`). The file is `<data_dir>/troupe.db`.
+struct storage_settings {
+  /// "normal" (WAL + synchronous=NORMAL: a commit survives a process crash) or "full"
+  /// (fsync at every commit: survives power loss too).
+  std::string synchronous = "normal";
+  /// How long the writer waits for more writes before committing a batch.
+  std::chrono::milliseconds group_commit{2};
+  /// Writes that end a batch at once, without waiting for the timer.
+  std::size_t group_commit_max = 1024;
+  /// Read-only connections in the read pool.
+  unsigned read_connections = 4;
+};
+
 /// Everything `troupe serve` is configured by.
 struct settings {
   endpoint listen;
@@ -72,6 +85,7 @@ struct settings {
   log::format log_format = log::format::text;
   server_settings server;
   actor_settings actors;
+  storage_settings storage;
   /// `[[providers]]` entries of the config file.
   std::vector<provider_settings> providers;
   /// `[[agents]]` entries of the config file.

@@ -1,0 +1,81 @@
+#pragma once
+
+/// \file
+/// The store_writer: the only actor that writes the database. It gathers writes that
+/// arrive within `group_commit` (or until `group_commit_max` are waiting) into one
+/// transaction, each write in its own savepoint, and answers every caller only after the
+/// batch has committed. It runs detached (its own thread), so SQLite's blocking I/O never
+/// stalls the actor scheduler. Reads do not go through it: use the read pool.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include <boost/asio/awaitable.hpp>
+#include <caf/all.hpp>
+
+#include "troupe/runtime/error.hpp"
+#include "troupe/storage/connection.hpp"
+#include "troupe/storage/write_op.hpp"
+
+namespace troupe::actors {
+
+using write_atom = caf::atom_constant<caf::atom("write")>;
+using stats_atom = caf::atom_constant<caf::atom("stats")>;
+using flush_atom = caf::atom_constant<caf::atom("flush")>;
+
+/// A write's outcome: the row id it produced (0 for none) or why it failed.
+using write_result = expected<std::int64_t>;
+
+/// Counters the writer keeps; tests assert on them, `/metrics` may export them.
+struct store_writer_stats {
+  /// Transactions committed (or attempted).
+  std::uint64_t batches = 0;
+  /// Writes applied, successful or not.
+  std::uint64_t writes = 0;
+  /// Writes answered with an error.
+  std::uint64_t failed_writes = 0;
+  /// The most writes one transaction carried.
+  std::uint64_t largest_batch = 0;
+};
+
+/// The writer's interface: `write` answers when the write is durable (committed);
+/// `stats` reports the counters; `flush` is its own group-commit timer tick.
+using store_writer_actor =
+    caf::typed_actor<caf::replies_to<write_atom, storage::write_op>::with<write_result>,
+                     caf::replies_to<stats_atom>::with<store_writer_stats>,
+                     caf::reacts_to<flush_atom, std::uint64_t>>;
+
+/// Group-commit knobs (`[storage]` in the config).
+struct store_writer_options {
+  /// How long the first write of a batch may wait for company. 0: commit whatever has
+  /// queued up in the mailbox by the time the writer gets to it.
+  std::chrono::milliseconds group_commit{2};
+  /// A batch this large commits at once.
+  std::size_t group_commit_max = 1024;
+};
+
+/// Spawns the writer, which takes over `writer` (a migrated, read-write connection).
+/// When it is told to exit, it commits what is queued before it stops.
+store_writer_actor spawn_store_writer(caf::actor_system& system,
+                                      std::shared_ptr<storage::connection> writer,
+                                      store_writer_options options);
+
+/// For coroutines: sends `op` and resumes when it is durable, failed or timed out.
+boost::asio::awaitable<write_result> write(caf::actor_system& system, store_writer_actor writer,
+                                           storage::write_op op, std::chrono::milliseconds timeout);
+
+/// For `main`, tests and tools (blocks the calling thread; never call from an actor).
+write_result write_blocking(caf::actor_system& system, const store_writer_actor& writer,
+                            storage::write_op op, std::chrono::milliseconds timeout);
+
+/// The writer's counters (blocking, as `write_blocking`).
+expected<store_writer_stats> writer_stats(caf::actor_system& system,
+                                          const store_writer_actor& writer);
+
+} // namespace troupe::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::storage::write_op)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::write_result)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::store_writer_stats)

@@ -1,0 +1,324 @@
+#pragma once
+
+/// \file
+/// The rows troupe stores, as plain values independent of the database engine. Times are
+/// Unix milliseconds; JSON columns hold JSON text; `id` is 0 until the row is stored.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+
+#include "troupe/runtime/error.hpp"
+
+namespace troupe::storage {
+
+/// A row's primary key.
+using row_id = std::int64_t;
+
+/// The current time in Unix milliseconds.
+std::int64_t now_millis() noexcept;
+
+/// A run's lifecycle. `interrupted`: the process stopped while it was running.
+enum class run_status { queued, running, succeeded, failed, cancelled, interrupted };
+std::string_view to_string(run_status s) noexcept;
+expected<run_status> parse_run_status(std::string_view text);
+
+/// A login identity that owns conversations, files and memories.
+struct user_record {
+  row_id id = 0;
+  std::string name;
+  std::string display_name;
+  /// "admin" or "user".
+  std::string role = "user";
+  std::int64_t created_at = 0;
+};
+
+/// An API token; only its hash is stored.
+struct api_token_record {
+  row_id id = 0;
+  row_id user_id = 0;
+  std::string name;
+  std::string token_hash;
+  std::int64_t created_at = 0;
+  std::optional<std::int64_t> last_used_at;
+  std::optional<std::int64_t> revoked_at;
+};
+
+/// An LLM provider endpoint (openai, claude, openai-compatible, …).
+struct provider_record {
+  row_id id = 0;
+  std::string name;
+  std::string kind;
+  std::string base_url;
+  /// Where the key comes from (an environment variable name), never the key itself.
+  std::string api_key_ref;
+  std::string config_json = "{}";
+  std::int64_t created_at = 0;
+};
+
+/// An agent: its prompt, models, tools, limits and mid-run queue policy.
+struct agent_record {
+  row_id id = 0;
+  std::string uuid;
+  std::string name;
+  std::string system_prompt;
+  std::optional<row_id> provider_id;
+  std::string main_model;
+  /// Used for sub-agents and compression; empty: the main model.
+  std::string fast_model;
+  /// Used when the main model fails transiently; empty: none.
+  std::string fallback_model;
+  /// JSON array of tool names.
+  std::string tools_json = "[]";
+  /// JSON object of limits (max_rounds, max_tokens, …).
+  std::string limits_json = "{}";
+  /// followup | steer | interrupt | collect.
+  std::string queue_policy = "followup";
+  std::int64_t created_at = 0;
+  std::int64_t updated_at = 0;
+};
+
+/// A conversation between one user and one agent.
+struct conversation_record {
+  row_id id = 0;
+  std::string uuid;
+  row_id owner_user_id = 0;
+  row_id agent_id = 0;
+  std::string title;
+  bool archived = false;
+  std::int64_t created_at = 0;
+  std::int64_t updated_at = 0;
+};
+
+/// One message of a conversation.
+struct message_record {
+  row_id id = 0;
+  row_id conversation_id = 0;
+  /// The conversation's owner; filled in on insert (any value given is ignored).
+  row_id owner_user_id = 0;
+  std::optional<row_id> run_id;
+  /// system | user | assistant | tool.
+  std::string role;
+  std::string content;
+  /// JSON array of the assistant's tool calls; empty when none.
+  std::string tool_calls_json;
+  /// For role "tool": the call this message answers.
+  std::string tool_call_id;
+  /// JSON of the tool's structured result; empty when none.
+  std::string tool_results_json;
+  std::int64_t prompt_tokens = 0;
+  std::int64_t completion_tokens = 0;
+  std::int64_t created_at = 0;
+};
+
+/// One agent run.
+struct run_record {
+  row_id id = 0;
+  std::string uuid;
+  row_id conversation_id = 0;
+  row_id agent_id = 0;
+  std::optional<row_id> parent_run_id;
+  run_status status = run_status::queued;
+  std::string model;
+  std::string error;
+  std::int64_t created_at = 0;
+  std::optional<std::int64_t> started_at;
+  std::optional<std::int64_t> finished_at;
+};
+
+/// One step of a run (LLM round, tool call, gate, recovery note, …), numbered in order.
+struct execution_step_record {
+  row_id id = 0;
+  row_id run_id = 0;
+  /// Assigned on insert: 1, 2, 3, … per run.
+  std::int64_t seq = 0;
+  std::string kind;
+  std::string name;
+  std::string input_json;
+  std::string output_json;
+  std::string status = "done";
+  std::int64_t created_at = 0;
+};
+
+/// A run's plan.
+struct plan_record {
+  row_id id = 0;
+  row_id run_id = 0;
+  std::string goal;
+  /// active | completed | failed | abandoned.
+  std::string status = "active";
+  std::int64_t created_at = 0;
+  std::int64_t updated_at = 0;
+};
+
+/// One item of a plan; at most one per plan is `running`.
+struct plan_item_record {
+  row_id id = 0;
+  row_id plan_id = 0;
+  std::int64_t position = 0;
+  std::string title;
+  /// pending | running | completed | blocked | failed | skipped.
+  std::string status = "pending";
+  std::string note;
+  std::int64_t updated_at = 0;
+};
+
+/// An uploaded file or a produced artifact; the bytes live at `storage_path`.
+struct file_record {
+  row_id id = 0;
+  std::string uuid;
+  row_id owner_user_id = 0;
+  std::optional<row_id> conversation_id;
+  std::optional<row_id> run_id;
+  /// upload | artifact.
+  std::string kind;
+  std::string name;
+  std::string mime_type = "application/octet-stream";
+  std::int64_t size_bytes = 0;
+  std::string sha256;
+  std::string storage_path;
+  std::int64_t created_at = 0;
+};
+
+/// A retained fact about a user (AIClaw §5).
+struct memory_item_record {
+  row_id id = 0;
+  std::string uuid;
+  row_id user_id = 0;
+  std::optional<row_id> agent_id;
+  /// user | agent_user.
+  std::string scope = "user";
+  /// preference | profile | fact | decision | procedure | constraint.
+  std::string kind = "fact";
+  std::string memory_key;
+  std::string content;
+  std::string summary;
+  std::int64_t importance = 50;
+  double confidence = 0.8;
+  /// normal | sensitive.
+  std::string sensitivity = "normal";
+  /// candidate | active | superseded | dismissed | deleted.
+  std::string status = "candidate";
+  bool pinned = false;
+  std::optional<std::int64_t> expires_at;
+  std::int64_t created_at = 0;
+  std::int64_t updated_at = 0;
+};
+
+/// One change to a memory item.
+struct memory_revision_record {
+  row_id id = 0;
+  row_id memory_id = 0;
+  /// created | updated | approved | dismissed | forgotten | imported.
+  std::string action;
+  std::string content;
+  std::string summary;
+  std::string status;
+  std::string actor;
+  std::int64_t created_at = 0;
+};
+
+/// Where a memory came from or was used.
+struct memory_evidence_record {
+  row_id id = 0;
+  row_id memory_id = 0;
+  /// source | used.
+  std::string relation;
+  std::optional<row_id> conversation_id;
+  std::optional<row_id> message_id;
+  std::optional<row_id> run_id;
+  std::string source;
+  std::int64_t created_at = 0;
+};
+
+/// A messaging channel (telegram, wecom, …) bound to an agent.
+struct channel_record {
+  row_id id = 0;
+  std::string uuid;
+  std::string kind;
+  std::string name;
+  row_id agent_id = 0;
+  std::string config_json = "{}";
+  bool enabled = true;
+  std::int64_t created_at = 0;
+};
+
+/// A (channel, thread key) and the conversation it is bound to.
+struct channel_thread_record {
+  row_id id = 0;
+  row_id channel_id = 0;
+  std::string thread_key;
+  std::optional<row_id> conversation_id;
+  std::int64_t created_at = 0;
+  std::int64_t updated_at = 0;
+};
+
+/// An inbound platform message, journaled before it is acknowledged.
+struct inbound_record {
+  row_id id = 0;
+  row_id channel_id = 0;
+  std::string platform_message_id;
+  std::string thread_key;
+  std::string sender;
+  std::string payload_json;
+  /// received | processing | done | dead.
+  std::string status = "received";
+  std::int64_t received_at = 0;
+};
+
+/// An outbound reply; `dedupe_key` (e.g. run id + chunk) makes enqueueing idempotent.
+struct outbox_record {
+  row_id id = 0;
+  row_id channel_id = 0;
+  std::string thread_key;
+  std::string dedupe_key;
+  std::string payload_json;
+  /// pending | sent | dead.
+  std::string status = "pending";
+  std::int64_t attempts = 0;
+  std::string last_error;
+  std::int64_t created_at = 0;
+  std::optional<std::int64_t> sent_at;
+};
+
+/// A configured tool.
+struct tool_record {
+  row_id id = 0;
+  std::string name;
+  /// builtin | http | script | mcp.
+  std::string kind;
+  std::string description;
+  std::string schema_json = "{}";
+  std::string config_json = "{}";
+  bool enabled = true;
+  std::int64_t created_at = 0;
+};
+
+/// A configured MCP server.
+struct mcp_server_record {
+  row_id id = 0;
+  std::string name;
+  /// stdio | http.
+  std::string transport;
+  /// Command line (stdio) or URL (http).
+  std::string endpoint;
+  std::string config_json = "{}";
+  bool enabled = true;
+  std::int64_t created_at = 0;
+};
+
+/// A configured web search engine; at most one is the default.
+struct search_engine_record {
+  row_id id = 0;
+  std::string name;
+  std::string kind;
+  std::string base_url;
+  std::string api_key_ref;
+  std::string config_json = "{}";
+  bool enabled = true;
+  bool is_default = false;
+  std::int64_t created_at = 0;
+};
+
+} // namespace troupe::storage

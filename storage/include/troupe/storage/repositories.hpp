@@ -1,0 +1,136 @@
+#pragma once
+
+/// \file
+/// Typed functions for every table: the only place SQL is written. Each takes the
+/// connection to use; writes are meant to run on the writer connection (through the
+/// store_writer), reads on a read-pool connection. Inserts fill in `created_at` /
+/// `updated_at` when they are 0 and return the new row's id. Lookups that find nothing
+/// fail with `not_found`; constraint violations fail with `conflict`.
+
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "troupe/storage/connection.hpp"
+#include "troupe/storage/records.hpp"
+
+namespace troupe::storage {
+
+// users and API tokens
+expected<row_id> insert_user(connection& c, user_record r);
+expected<user_record> find_user(connection& c, row_id id);
+expected<user_record> find_user_by_name(connection& c, std::string_view name);
+expected<row_id> insert_api_token(connection& c, api_token_record r);
+/// The live (not revoked) token with this hash.
+expected<api_token_record> find_api_token(connection& c, std::string_view token_hash);
+expected<void> revoke_api_token(connection& c, row_id id);
+
+// providers and agents
+expected<row_id> insert_provider(connection& c, provider_record r);
+expected<provider_record> find_provider(connection& c, row_id id);
+expected<row_id> insert_agent(connection& c, agent_record r);
+expected<agent_record> find_agent(connection& c, row_id id);
+expected<agent_record> find_agent_by_uuid(connection& c, std::string_view uuid);
+
+// conversations and messages
+expected<row_id> insert_conversation(connection& c, conversation_record r);
+expected<conversation_record> find_conversation(connection& c, row_id id);
+/// The conversation with this uuid, only if `owner_user_id` owns it (else not_found).
+expected<conversation_record> find_conversation_by_uuid(connection& c, std::string_view uuid,
+                                                        row_id owner_user_id);
+/// The owner's conversations, most recently updated first.
+expected<std::vector<conversation_record>> list_conversations(connection& c, row_id owner_user_id,
+                                                              std::int64_t limit);
+/// Appends a message and touches its conversation's `updated_at`.
+expected<row_id> insert_message(connection& c, message_record r);
+/// Appends many messages with multi-row statements; returns their ids in input order.
+/// All or nothing only inside a transaction (a failing chunk leaves earlier ones).
+expected<std::vector<row_id>> insert_messages(connection& c,
+                                              std::span<const message_record> records);
+expected<message_record> find_message(connection& c, row_id id);
+/// Replaces a message's content (the full-text index follows by trigger).
+expected<void> update_message_content(connection& c, row_id id, std::string_view content);
+expected<void> delete_message(connection& c, row_id id);
+/// A conversation's messages in order; the last `limit` when limit > 0.
+expected<std::vector<message_record>> list_messages(connection& c, row_id conversation_id,
+                                                    std::int64_t limit = 0);
+
+// runs, steps, plans
+expected<row_id> insert_run(connection& c, run_record r);
+expected<run_record> find_run(connection& c, row_id id);
+/// Moves a run to `status`, stamping `started_at` (running) or `finished_at` (terminal).
+expected<void> set_run_status(connection& c, row_id id, run_status status,
+                              std::string_view error_text = {});
+expected<std::vector<run_record>> list_runs_with_status(connection& c, run_status status);
+/// Appends a step with the run's next sequence number; returns its id.
+expected<row_id> append_step(connection& c, execution_step_record r);
+expected<std::vector<execution_step_record>> list_steps(connection& c, row_id run_id);
+expected<row_id> insert_plan(connection& c, plan_record r);
+expected<row_id> insert_plan_item(connection& c, plan_item_record r);
+/// Fails with `conflict` when another item of the plan is already running.
+expected<void> set_plan_item_status(connection& c, row_id id, std::string_view status,
+                                    std::string_view note = {});
+expected<std::vector<plan_item_record>> list_plan_items(connection& c, row_id plan_id);
+
+// files
+expected<row_id> insert_file(connection& c, file_record r);
+/// The file with this uuid, only if `owner_user_id` owns it (else not_found).
+expected<file_record> find_file(connection& c, std::string_view uuid, row_id owner_user_id);
+expected<std::vector<file_record>> list_files(connection& c, row_id owner_user_id);
+
+// memory
+/// Inserts a memory item and its `created` revision. A live item (candidate or active)
+/// with the same natural key and the same content is a no-op returning its id; with
+/// different content it fails with `conflict`.
+expected<row_id> insert_memory_item(connection& c, memory_item_record r, std::string_view actor);
+expected<memory_item_record> find_memory_item(connection& c, row_id id);
+/// Changes status and records a revision with `action`.
+expected<void> set_memory_status(connection& c, row_id id, std::string_view status,
+                                 std::string_view action, std::string_view actor);
+expected<std::vector<memory_revision_record>> list_memory_revisions(connection& c,
+                                                                    row_id memory_id);
+expected<row_id> insert_memory_evidence(connection& c, memory_evidence_record r);
+expected<std::vector<memory_evidence_record>> list_memory_evidence(connection& c, row_id memory_id);
+
+// channels
+expected<row_id> insert_channel(connection& c, channel_record r);
+expected<channel_record> find_channel(connection& c, row_id id);
+/// Creates or rebinds the (channel, thread key) to `conversation_id`; returns its id.
+expected<row_id> bind_channel_thread(connection& c, row_id channel_id, std::string_view thread_key,
+                                     std::optional<row_id> conversation_id);
+expected<channel_thread_record> find_channel_thread(connection& c, row_id channel_id,
+                                                    std::string_view thread_key);
+
+/// The outcome of journaling an inbound message.
+struct journal_result {
+  row_id id = 0;
+  /// The platform delivered this message id before: do not process it again.
+  bool duplicate = false;
+};
+expected<journal_result> journal_inbound(connection& c, inbound_record r);
+expected<void> set_inbound_status(connection& c, row_id id, std::string_view status);
+expected<std::vector<inbound_record>> list_inbound(connection& c, std::string_view status);
+/// Enqueues a reply; an entry with the same (channel, dedupe key) is not added twice and
+/// its id is returned instead.
+expected<row_id> enqueue_outbox(connection& c, outbox_record r);
+expected<void> mark_outbox_sent(connection& c, row_id id);
+/// Counts a failed send; after `max_attempts` the entry becomes `dead`.
+expected<void> record_outbox_failure(connection& c, row_id id, std::string_view error_text,
+                                     std::int64_t max_attempts);
+expected<std::vector<outbox_record>> list_pending_outbox(connection& c, std::int64_t limit);
+expected<outbox_record> find_outbox(connection& c, row_id id);
+
+// tools, MCP servers, search engines
+expected<row_id> insert_tool(connection& c, tool_record r);
+expected<tool_record> find_tool(connection& c, std::string_view name);
+expected<std::vector<tool_record>> list_tools(connection& c);
+expected<row_id> insert_mcp_server(connection& c, mcp_server_record r);
+expected<mcp_server_record> find_mcp_server(connection& c, std::string_view name);
+expected<std::vector<mcp_server_record>> list_mcp_servers(connection& c);
+expected<row_id> insert_search_engine(connection& c, search_engine_record r);
+expected<search_engine_record> find_default_search_engine(connection& c);
+expected<std::vector<search_engine_record>> list_search_engines(connection& c);
+
+} // namespace troupe::storage

@@ -1,0 +1,857 @@
+#include "troupe/storage/repositories.hpp"
+
+#include <algorithm>
+#include <array>
+#include <chrono>
+
+#include <fmt/format.h>
+
+namespace troupe::storage {
+
+std::int64_t now_millis() noexcept {
+  return std::chrono::duration_cast<std::chrono::milliseconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+namespace {
+
+constexpr std::array<std::string_view, 6> run_status_names = {"queued", "running",   "succeeded",
+                                                              "failed", "cancelled", "interrupted"};
+
+std::int64_t stamp(std::int64_t t) {
+  return t != 0 ? t : now_millis();
+}
+
+template <class... Ts>
+expected<row_id> insert_row(connection& c, std::string_view sql, const Ts&... args) {
+  auto ok = c.run(sql, args...);
+  if (!ok) {
+    return tl::unexpected(ok.error());
+  }
+  return c.last_insert_id();
+}
+
+// Runs an UPDATE/DELETE that must touch exactly one row.
+template <class... Ts>
+expected<void> change_one(connection& c, std::string_view what, row_id id, std::string_view sql,
+                          const Ts&... args) {
+  auto ok = c.run(sql, args...);
+  if (!ok) {
+    return ok;
+  }
+  if (c.changes() == 0) {
+    return fail(errc::not_found, fmt::format("no {} with id {}", what, id));
+  }
+  return {};
+}
+
+template <class Record, class Read, class... Ts>
+expected<Record> query_one(connection& c, std::string_view what, std::string_view sql, Read read,
+                           const Ts&... args) {
+  auto st = c.prepare(sql);
+  if (!st) {
+    return tl::unexpected(st.error());
+  }
+  if (auto b = st->bind_all(args...); !b) {
+    return tl::unexpected(b.error());
+  }
+  auto row = st->step();
+  if (!row) {
+    return tl::unexpected(row.error());
+  }
+  if (!*row) {
+    return fail(errc::not_found, fmt::format("no such {}", what));
+  }
+  return read(*st);
+}
+
+template <class Record, class Read, class... Ts>
+expected<std::vector<Record>> query_all(connection& c, std::string_view sql, Read read,
+                                        const Ts&... args) {
+  auto st = c.prepare(sql);
+  if (!st) {
+    return tl::unexpected(st.error());
+  }
+  if (auto b = st->bind_all(args...); !b) {
+    return tl::unexpected(b.error());
+  }
+  std::vector<Record> out;
+  for (;;) {
+    auto row = st->step();
+    if (!row) {
+      return tl::unexpected(row.error());
+    }
+    if (!*row) {
+      return out;
+    }
+    out.push_back(read(*st));
+  }
+}
+
+// --- row readers, one per SELECT column list below ---
+
+constexpr std::string_view user_columns = "id, name, display_name, role, created_at";
+user_record read_user(const statement& s) {
+  return {s.int64(0), s.text(1), s.text(2), s.text(3), s.int64(4)};
+}
+
+constexpr std::string_view token_columns =
+    "id, user_id, name, token_hash, created_at, last_used_at, revoked_at";
+api_token_record read_token(const statement& s) {
+  return {s.int64(0), s.int64(1),          s.text(2),          s.text(3),
+          s.int64(4), s.optional_int64(5), s.optional_int64(6)};
+}
+
+constexpr std::string_view provider_columns =
+    "id, name, kind, base_url, api_key_ref, config_json, created_at";
+provider_record read_provider(const statement& s) {
+  return {s.int64(0), s.text(1), s.text(2), s.text(3), s.text(4), s.text(5), s.int64(6)};
+}
+
+constexpr std::string_view agent_columns =
+    "id, uuid, name, system_prompt, provider_id, main_model, fast_model, fallback_model, "
+    "tools_json, limits_json, queue_policy, created_at, updated_at";
+agent_record read_agent(const statement& s) {
+  return {s.int64(0), s.text(1), s.text(2), s.text(3),  s.optional_int64(4), s.text(5),  s.text(6),
+          s.text(7),  s.text(8), s.text(9), s.text(10), s.int64(11),         s.int64(12)};
+}
+
+constexpr std::string_view conversation_columns =
+    "id, uuid, owner_user_id, agent_id, title, archived, created_at, updated_at";
+conversation_record read_conversation(const statement& s) {
+  return {s.int64(0), s.text(1),       s.int64(2), s.int64(3),
+          s.text(4),  s.int64(5) != 0, s.int64(6), s.int64(7)};
+}
+
+constexpr std::string_view message_columns =
+    "id, conversation_id, owner_user_id, run_id, role, content, tool_calls_json, tool_call_id, "
+    "tool_results_json, prompt_tokens, completion_tokens, created_at";
+message_record read_message(const statement& s) {
+  return {s.int64(0), s.int64(1), s.int64(2), s.optional_int64(3), s.text(4),   s.text(5),
+          s.text(6),  s.text(7),  s.text(8),  s.int64(9),          s.int64(10), s.int64(11)};
+}
+
+constexpr std::string_view run_columns =
+    "id, uuid, conversation_id, agent_id, parent_run_id, status, model, error, created_at, "
+    "started_at, finished_at";
+run_record read_run(const statement& s) {
+  run_record r;
+  r.id = s.int64(0);
+  r.uuid = s.text(1);
+  r.conversation_id = s.int64(2);
+  r.agent_id = s.int64(3);
+  r.parent_run_id = s.optional_int64(4);
+  // The CHECK constraint admits only known names.
+  r.status = parse_run_status(s.text(5)).value_or(run_status::failed);
+  r.model = s.text(6);
+  r.error = s.text(7);
+  r.created_at = s.int64(8);
+  r.started_at = s.optional_int64(9);
+  r.finished_at = s.optional_int64(10);
+  return r;
+}
+
+constexpr std::string_view step_columns =
+    "id, run_id, seq, kind, name, input_json, output_json, status, created_at";
+execution_step_record read_step(const statement& s) {
+  return {s.int64(0), s.int64(1), s.int64(2), s.text(3), s.text(4),
+          s.text(5),  s.text(6),  s.text(7),  s.int64(8)};
+}
+
+constexpr std::string_view plan_item_columns =
+    "id, plan_id, position, title, status, note, updated_at";
+plan_item_record read_plan_item(const statement& s) {
+  return {s.int64(0), s.int64(1), s.int64(2), s.text(3), s.text(4), s.text(5), s.int64(6)};
+}
+
+constexpr std::string_view file_columns =
+    "id, uuid, owner_user_id, conversation_id, run_id, kind, name, mime_type, size_bytes, "
+    "sha256, storage_path, created_at";
+file_record read_file(const statement& s) {
+  return {s.int64(0), s.text(1), s.int64(2), s.optional_int64(3), s.optional_int64(4), s.text(5),
+          s.text(6),  s.text(7), s.int64(8), s.text(9),           s.text(10),          s.int64(11)};
+}
+
+constexpr std::string_view memory_columns =
+    "id, uuid, user_id, agent_id, scope, kind, memory_key, content, summary, importance, "
+    "confidence, sensitivity, status, pinned, expires_at, created_at, updated_at";
+memory_item_record read_memory(const statement& s) {
+  memory_item_record r;
+  r.id = s.int64(0);
+  r.uuid = s.text(1);
+  r.user_id = s.int64(2);
+  r.agent_id = s.optional_int64(3);
+  r.scope = s.text(4);
+  r.kind = s.text(5);
+  r.memory_key = s.text(6);
+  r.content = s.text(7);
+  r.summary = s.text(8);
+  r.importance = s.int64(9);
+  r.confidence = s.real(10);
+  r.sensitivity = s.text(11);
+  r.status = s.text(12);
+  r.pinned = s.int64(13) != 0;
+  r.expires_at = s.optional_int64(14);
+  r.created_at = s.int64(15);
+  r.updated_at = s.int64(16);
+  return r;
+}
+
+constexpr std::string_view revision_columns =
+    "id, memory_id, action, content, summary, status, actor, created_at";
+memory_revision_record read_revision(const statement& s) {
+  return {s.int64(0), s.int64(1), s.text(2), s.text(3),
+          s.text(4),  s.text(5),  s.text(6), s.int64(7)};
+}
+
+constexpr std::string_view evidence_columns =
+    "id, memory_id, relation, conversation_id, message_id, run_id, source, created_at";
+memory_evidence_record read_evidence(const statement& s) {
+  return {s.int64(0),          s.int64(1),          s.text(2), s.optional_int64(3),
+          s.optional_int64(4), s.optional_int64(5), s.text(6), s.int64(7)};
+}
+
+constexpr std::string_view channel_columns =
+    "id, uuid, kind, name, agent_id, config_json, enabled, created_at";
+channel_record read_channel(const statement& s) {
+  return {s.int64(0), s.text(1), s.text(2),       s.text(3),
+          s.int64(4), s.text(5), s.int64(6) != 0, s.int64(7)};
+}
+
+constexpr std::string_view thread_columns =
+    "id, channel_id, thread_key, conversation_id, created_at, updated_at";
+channel_thread_record read_thread(const statement& s) {
+  return {s.int64(0), s.int64(1), s.text(2), s.optional_int64(3), s.int64(4), s.int64(5)};
+}
+
+constexpr std::string_view inbound_columns =
+    "id, channel_id, platform_message_id, thread_key, sender, payload_json, status, received_at";
+inbound_record read_inbound(const statement& s) {
+  return {s.int64(0), s.int64(1), s.text(2), s.text(3),
+          s.text(4),  s.text(5),  s.text(6), s.int64(7)};
+}
+
+constexpr std::string_view outbox_columns =
+    "id, channel_id, thread_key, dedupe_key, payload_json, status, attempts, last_error, "
+    "created_at, sent_at";
+outbox_record read_outbox(const statement& s) {
+  return {s.int64(0), s.int64(1), s.text(2), s.text(3),  s.text(4),
+          s.text(5),  s.int64(6), s.text(7), s.int64(8), s.optional_int64(9)};
+}
+
+constexpr std::string_view tool_columns =
+    "id, name, kind, description, schema_json, config_json, enabled, created_at";
+tool_record read_tool(const statement& s) {
+  return {s.int64(0), s.text(1), s.text(2),       s.text(3),
+          s.text(4),  s.text(5), s.int64(6) != 0, s.int64(7)};
+}
+
+constexpr std::string_view mcp_columns =
+    "id, name, transport, endpoint, config_json, enabled, created_at";
+mcp_server_record read_mcp(const statement& s) {
+  return {s.int64(0), s.text(1), s.text(2), s.text(3), s.text(4), s.int64(5) != 0, s.int64(6)};
+}
+
+constexpr std::string_view engine_columns =
+    "id, name, kind, base_url, api_key_ref, config_json, enabled, is_default, created_at";
+search_engine_record read_engine(const statement& s) {
+  return {s.int64(0), s.text(1),       s.text(2),       s.text(3), s.text(4),
+          s.text(5),  s.int64(6) != 0, s.int64(7) != 0, s.int64(8)};
+}
+
+// SELECT <columns> FROM <table> <rest>, built once per call site (the statement cache
+// keys on the text, so it is prepared once).
+std::string select(std::string_view columns, std::string_view table, std::string_view rest) {
+  return fmt::format("SELECT {} FROM {} {}", columns, table, rest);
+}
+
+} // namespace
+
+std::string_view to_string(run_status s) noexcept {
+  return run_status_names[static_cast<std::size_t>(s)];
+}
+
+expected<run_status> parse_run_status(std::string_view text) {
+  for (std::size_t i = 0; i < run_status_names.size(); ++i) {
+    if (run_status_names[i] == text) {
+      return static_cast<run_status>(i);
+    }
+  }
+  return fail(errc::invalid_argument, fmt::format("'{}' is not a run status", text));
+}
+
+// --- users and tokens ---
+
+expected<row_id> insert_user(connection& c, user_record r) {
+  return insert_row(c,
+                    "INSERT INTO users (name, display_name, role, created_at) VALUES (?, ?, ?, ?)",
+                    r.name, r.display_name, r.role, stamp(r.created_at));
+}
+
+expected<user_record> find_user(connection& c, row_id id) {
+  static const auto sql = select(user_columns, "users", "WHERE id = ?");
+  return query_one<user_record>(c, "user", sql, read_user, id);
+}
+
+expected<user_record> find_user_by_name(connection& c, std::string_view name) {
+  static const auto sql = select(user_columns, "users", "WHERE name = ?");
+  return query_one<user_record>(c, "user", sql, read_user, name);
+}
+
+expected<row_id> insert_api_token(connection& c, api_token_record r) {
+  return insert_row(c,
+                    "INSERT INTO api_tokens (user_id, name, token_hash, created_at) "
+                    "VALUES (?, ?, ?, ?)",
+                    r.user_id, r.name, r.token_hash, stamp(r.created_at));
+}
+
+expected<api_token_record> find_api_token(connection& c, std::string_view token_hash) {
+  static const auto sql =
+      select(token_columns, "api_tokens", "WHERE token_hash = ? AND revoked_at IS NULL");
+  return query_one<api_token_record>(c, "API token", sql, read_token, token_hash);
+}
+
+expected<void> revoke_api_token(connection& c, row_id id) {
+  return change_one(c, "API token", id,
+                    "UPDATE api_tokens SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL",
+                    now_millis(), id);
+}
+
+// --- providers and agents ---
+
+expected<row_id> insert_provider(connection& c, provider_record r) {
+  return insert_row(c,
+                    "INSERT INTO providers (name, kind, base_url, api_key_ref, config_json, "
+                    "created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                    r.name, r.kind, r.base_url, r.api_key_ref, r.config_json, stamp(r.created_at));
+}
+
+expected<provider_record> find_provider(connection& c, row_id id) {
+  static const auto sql = select(provider_columns, "providers", "WHERE id = ?");
+  return query_one<provider_record>(c, "provider", sql, read_provider, id);
+}
+
+expected<row_id> insert_agent(connection& c, agent_record r) {
+  const auto t = stamp(r.created_at);
+  return insert_row(c,
+                    "INSERT INTO agents (uuid, name, system_prompt, provider_id, main_model, "
+                    "fast_model, fallback_model, tools_json, limits_json, queue_policy, "
+                    "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    r.uuid, r.name, r.system_prompt, r.provider_id, r.main_model, r.fast_model,
+                    r.fallback_model, r.tools_json, r.limits_json, r.queue_policy, t,
+                    r.updated_at != 0 ? r.updated_at : t);
+}
+
+expected<agent_record> find_agent(connection& c, row_id id) {
+  static const auto sql = select(agent_columns, "agents", "WHERE id = ?");
+  return query_one<agent_record>(c, "agent", sql, read_agent, id);
+}
+
+expected<agent_record> find_agent_by_uuid(connection& c, std::string_view uuid) {
+  static const auto sql = select(agent_columns, "agents", "WHERE uuid = ?");
+  return query_one<agent_record>(c, "agent", sql, read_agent, uuid);
+}
+
+// --- conversations and messages ---
+
+expected<row_id> insert_conversation(connection& c, conversation_record r) {
+  const auto t = stamp(r.created_at);
+  return insert_row(c,
+                    "INSERT INTO conversations (uuid, owner_user_id, agent_id, title, archived, "
+                    "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    r.uuid, r.owner_user_id, r.agent_id, r.title, r.archived, t,
+                    r.updated_at != 0 ? r.updated_at : t);
+}
+
+expected<conversation_record> find_conversation(connection& c, row_id id) {
+  static const auto sql = select(conversation_columns, "conversations", "WHERE id = ?");
+  return query_one<conversation_record>(c, "conversation", sql, read_conversation, id);
+}
+
+expected<conversation_record> find_conversation_by_uuid(connection& c, std::string_view uuid,
+                                                        row_id owner_user_id) {
+  static const auto sql =
+      select(conversation_columns, "conversations", "WHERE uuid = ? AND owner_user_id = ?");
+  return query_one<conversation_record>(c, "conversation", sql, read_conversation, uuid,
+                                        owner_user_id);
+}
+
+expected<std::vector<conversation_record>> list_conversations(connection& c, row_id owner_user_id,
+                                                              std::int64_t limit) {
+  static const auto sql = select(conversation_columns, "conversations",
+                                 "WHERE owner_user_id = ? ORDER BY updated_at DESC, id DESC "
+                                 "LIMIT ?");
+  return query_all<conversation_record>(c, sql, read_conversation, owner_user_id, limit);
+}
+
+expected<row_id> insert_message(connection& c, message_record r) {
+  const auto t = stamp(r.created_at);
+  auto id =
+      insert_row(c,
+                 "INSERT INTO messages (conversation_id, owner_user_id, run_id, role, content, "
+                 "tool_calls_json, tool_call_id, tool_results_json, prompt_tokens, "
+                 "completion_tokens, created_at) VALUES (?1, (SELECT owner_user_id FROM "
+                 "conversations WHERE id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
+                 r.conversation_id, r.run_id, r.role, r.content, r.tool_calls_json, r.tool_call_id,
+                 r.tool_results_json, r.prompt_tokens, r.completion_tokens, t);
+  if (!id) {
+    return id;
+  }
+  auto touched = c.run("UPDATE conversations SET updated_at = max(updated_at, ?) WHERE id = ?", t,
+                       r.conversation_id);
+  if (!touched) {
+    return tl::unexpected(touched.error());
+  }
+  return id;
+}
+
+expected<std::vector<row_id>> insert_messages(connection& c,
+                                              std::span<const message_record> records) {
+  // One statement per chunk: besides parsing less, this matters because SQLite opens a
+  // statement journal for every INSERT that fires a trigger, and FTS5 flushes its
+  // pending index data at each one; a multi-row INSERT flushes once per chunk.
+  constexpr std::size_t chunk = 128;
+  constexpr std::string_view head =
+      "INSERT INTO messages (conversation_id, owner_user_id, run_id, role, content, "
+      "tool_calls_json, tool_call_id, tool_results_json, prompt_tokens, completion_tokens, "
+      "created_at) VALUES ";
+  std::vector<row_id> ids;
+  ids.reserve(records.size());
+  std::vector<std::pair<row_id, std::int64_t>> touched; // conversation, latest time
+  for (std::size_t begin = 0; begin < records.size(); begin += chunk) {
+    const auto rows = records.subspan(begin, std::min(chunk, records.size() - begin));
+    std::string sql(head);
+    for (std::size_t i = 0; i < rows.size(); ++i) {
+      sql += i == 0 ? "" : ", ";
+      sql += "(?, (SELECT owner_user_id FROM conversations WHERE id = ?), "
+             "?, ?, ?, ?, ?, ?, ?, ?, ?)";
+    }
+    sql += " RETURNING id";
+    auto st = c.prepare(sql);
+    if (!st) {
+      return tl::unexpected(st.error());
+    }
+    int index = 0;
+    for (const auto& r : rows) {
+      const auto t = stamp(r.created_at);
+      for (auto ok :
+           {st->bind(++index, r.conversation_id), st->bind(++index, r.conversation_id),
+            st->bind(++index, r.run_id), st->bind(++index, r.role), st->bind(++index, r.content),
+            st->bind(++index, r.tool_calls_json), st->bind(++index, r.tool_call_id),
+            st->bind(++index, r.tool_results_json), st->bind(++index, r.prompt_tokens),
+            st->bind(++index, r.completion_tokens), st->bind(++index, t)}) {
+        if (!ok) {
+          return tl::unexpected(ok.error());
+        }
+      }
+      auto it = std::find_if(touched.begin(), touched.end(),
+                             [&](const auto& p) { return p.first == r.conversation_id; });
+      if (it == touched.end()) {
+        touched.emplace_back(r.conversation_id, t);
+      } else {
+        it->second = std::max(it->second, t);
+      }
+    }
+    const auto first = ids.size();
+    for (;;) {
+      auto row = st->step();
+      if (!row) {
+        return tl::unexpected(row.error());
+      }
+      if (!*row) {
+        break;
+      }
+      ids.push_back(st->int64(0));
+    }
+    // Rows get increasing ids in VALUES order; RETURNING's order is unspecified.
+    std::sort(ids.begin() + static_cast<std::ptrdiff_t>(first), ids.end());
+  }
+  for (const auto& [conversation, t] : touched) {
+    auto ok = c.run("UPDATE conversations SET updated_at = max(updated_at, ?) WHERE id = ?", t,
+                    conversation);
+    if (!ok) {
+      return tl::unexpected(ok.error());
+    }
+  }
+  return ids;
+}
+
+expected<message_record> find_message(connection& c, row_id id) {
+  static const auto sql = select(message_columns, "messages", "WHERE id = ?");
+  return query_one<message_record>(c, "message", sql, read_message, id);
+}
+
+expected<void> update_message_content(connection& c, row_id id, std::string_view content) {
+  return change_one(c, "message", id, "UPDATE messages SET content = ? WHERE id = ?", content, id);
+}
+
+expected<void> delete_message(connection& c, row_id id) {
+  return change_one(c, "message", id, "DELETE FROM messages WHERE id = ?", id);
+}
+
+expected<std::vector<message_record>> list_messages(connection& c, row_id conversation_id,
+                                                    std::int64_t limit) {
+  static const auto all_sql =
+      select(message_columns, "messages", "WHERE conversation_id = ? ORDER BY id");
+  static const auto last_sql = fmt::format(
+      "SELECT * FROM ({}) ORDER BY id",
+      select(message_columns, "messages", "WHERE conversation_id = ? ORDER BY id DESC LIMIT ?"));
+  if (limit > 0) {
+    return query_all<message_record>(c, last_sql, read_message, conversation_id, limit);
+  }
+  return query_all<message_record>(c, all_sql, read_message, conversation_id);
+}
+
+// --- runs, steps, plans ---
+
+expected<row_id> insert_run(connection& c, run_record r) {
+  return insert_row(c,
+                    "INSERT INTO runs (uuid, conversation_id, agent_id, parent_run_id, status, "
+                    "model, error, created_at, started_at, finished_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    r.uuid, r.conversation_id, r.agent_id, r.parent_run_id, to_string(r.status),
+                    r.model, r.error, stamp(r.created_at), r.started_at, r.finished_at);
+}
+
+expected<run_record> find_run(connection& c, row_id id) {
+  static const auto sql = select(run_columns, "runs", "WHERE id = ?");
+  return query_one<run_record>(c, "run", sql, read_run, id);
+}
+
+expected<void> set_run_status(connection& c, row_id id, run_status status,
+                              std::string_view error_text) {
+  const auto t = now_millis();
+  if (status == run_status::running) {
+    return change_one(c, "run", id,
+                      "UPDATE runs SET status = ?, started_at = coalesce(started_at, ?) "
+                      "WHERE id = ?",
+                      to_string(status), t, id);
+  }
+  if (status == run_status::queued) {
+    return change_one(c, "run", id, "UPDATE runs SET status = ? WHERE id = ?", to_string(status),
+                      id);
+  }
+  return change_one(c, "run", id,
+                    "UPDATE runs SET status = ?, error = ?, finished_at = ? WHERE id = ?",
+                    to_string(status), error_text, t, id);
+}
+
+expected<std::vector<run_record>> list_runs_with_status(connection& c, run_status status) {
+  static const auto sql = select(run_columns, "runs", "WHERE status = ? ORDER BY id");
+  return query_all<run_record>(c, sql, read_run, to_string(status));
+}
+
+expected<row_id> append_step(connection& c, execution_step_record r) {
+  return insert_row(c,
+                    "INSERT INTO execution_steps (run_id, seq, kind, name, input_json, "
+                    "output_json, status, created_at) VALUES (?1, (SELECT coalesce(max(seq), 0) "
+                    "+ 1 FROM execution_steps WHERE run_id = ?1), ?2, ?3, ?4, ?5, ?6, ?7)",
+                    r.run_id, r.kind, r.name, r.input_json, r.output_json, r.status,
+                    stamp(r.created_at));
+}
+
+expected<std::vector<execution_step_record>> list_steps(connection& c, row_id run_id) {
+  static const auto sql = select(step_columns, "execution_steps", "WHERE run_id = ? ORDER BY seq");
+  return query_all<execution_step_record>(c, sql, read_step, run_id);
+}
+
+expected<row_id> insert_plan(connection& c, plan_record r) {
+  const auto t = stamp(r.created_at);
+  return insert_row(c,
+                    "INSERT INTO plans (run_id, goal, status, created_at, updated_at) "
+                    "VALUES (?, ?, ?, ?, ?)",
+                    r.run_id, r.goal, r.status, t, r.updated_at != 0 ? r.updated_at : t);
+}
+
+expected<row_id> insert_plan_item(connection& c, plan_item_record r) {
+  return insert_row(c,
+                    "INSERT INTO plan_items (plan_id, position, title, status, note, updated_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?)",
+                    r.plan_id, r.position, r.title, r.status, r.note, stamp(r.updated_at));
+}
+
+expected<void> set_plan_item_status(connection& c, row_id id, std::string_view status,
+                                    std::string_view note) {
+  return change_one(c, "plan item", id,
+                    "UPDATE plan_items SET status = ?, note = ?, updated_at = ? WHERE id = ?",
+                    status, note, now_millis(), id);
+}
+
+expected<std::vector<plan_item_record>> list_plan_items(connection& c, row_id plan_id) {
+  static const auto sql =
+      select(plan_item_columns, "plan_items", "WHERE plan_id = ? ORDER BY position");
+  return query_all<plan_item_record>(c, sql, read_plan_item, plan_id);
+}
+
+// --- files ---
+
+expected<row_id> insert_file(connection& c, file_record r) {
+  return insert_row(c,
+                    "INSERT INTO files (uuid, owner_user_id, conversation_id, run_id, kind, name, "
+                    "mime_type, size_bytes, sha256, storage_path, created_at) "
+                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    r.uuid, r.owner_user_id, r.conversation_id, r.run_id, r.kind, r.name,
+                    r.mime_type, r.size_bytes, r.sha256, r.storage_path, stamp(r.created_at));
+}
+
+expected<file_record> find_file(connection& c, std::string_view uuid, row_id owner_user_id) {
+  static const auto sql = select(file_columns, "files", "WHERE uuid = ? AND owner_user_id = ?");
+  return query_one<file_record>(c, "file", sql, read_file, uuid, owner_user_id);
+}
+
+expected<std::vector<file_record>> list_files(connection& c, row_id owner_user_id) {
+  static const auto sql = select(file_columns, "files", "WHERE owner_user_id = ? ORDER BY id");
+  return query_all<file_record>(c, sql, read_file, owner_user_id);
+}
+
+// --- memory ---
+
+expected<row_id> insert_memory_item(connection& c, memory_item_record r, std::string_view actor) {
+  static const auto live_sql =
+      select(memory_columns, "memory_items",
+             "WHERE user_id = ? AND IFNULL(agent_id, 0) = ? AND scope = ? AND kind = ? AND "
+             "memory_key = ? AND status IN ('candidate', 'active')");
+  auto live = query_one<memory_item_record>(c, "memory item", live_sql, read_memory, r.user_id,
+                                            r.agent_id.value_or(0), r.scope, r.kind, r.memory_key);
+  if (live) {
+    if (live->content == r.content) {
+      return live->id; // identical upsert: no-op
+    }
+    return fail(errc::conflict,
+                fmt::format("a live memory '{}' ({}) already exists with other content; update "
+                            "or supersede it instead",
+                            r.memory_key, r.kind));
+  }
+  if (live.error().code != errc::not_found) {
+    return tl::unexpected(live.error());
+  }
+  // Sensitive memories never become active without review (AIClaw §5).
+  if (r.sensitivity == "sensitive") {
+    r.status = "candidate";
+  }
+  const auto t = stamp(r.created_at);
+  auto id =
+      insert_row(c,
+                 "INSERT INTO memory_items (uuid, user_id, agent_id, scope, kind, memory_key, "
+                 "content, summary, importance, confidence, sensitivity, status, pinned, "
+                 "expires_at, created_at, updated_at) "
+                 "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                 r.uuid, r.user_id, r.agent_id, r.scope, r.kind, r.memory_key, r.content, r.summary,
+                 r.importance, r.confidence, r.sensitivity, r.status, r.pinned, r.expires_at, t, t);
+  if (!id) {
+    return id;
+  }
+  auto rev = c.run("INSERT INTO memory_revisions (memory_id, action, content, summary, status, "
+                   "actor, created_at) VALUES (?, 'created', ?, ?, ?, ?, ?)",
+                   *id, r.content, r.summary, r.status, actor, t);
+  if (!rev) {
+    return tl::unexpected(rev.error());
+  }
+  return id;
+}
+
+expected<memory_item_record> find_memory_item(connection& c, row_id id) {
+  static const auto sql = select(memory_columns, "memory_items", "WHERE id = ?");
+  return query_one<memory_item_record>(c, "memory item", sql, read_memory, id);
+}
+
+expected<void> set_memory_status(connection& c, row_id id, std::string_view status,
+                                 std::string_view action, std::string_view actor) {
+  const auto t = now_millis();
+  auto ok =
+      change_one(c, "memory item", id,
+                 "UPDATE memory_items SET status = ?, updated_at = ? WHERE id = ?", status, t, id);
+  if (!ok) {
+    return ok;
+  }
+  return c.run("INSERT INTO memory_revisions (memory_id, action, content, summary, status, actor, "
+               "created_at) SELECT id, ?, content, summary, status, ?, ? FROM memory_items "
+               "WHERE id = ?",
+               action, actor, t, id);
+}
+
+expected<std::vector<memory_revision_record>> list_memory_revisions(connection& c,
+                                                                    row_id memory_id) {
+  static const auto sql =
+      select(revision_columns, "memory_revisions", "WHERE memory_id = ? ORDER BY id");
+  return query_all<memory_revision_record>(c, sql, read_revision, memory_id);
+}
+
+expected<row_id> insert_memory_evidence(connection& c, memory_evidence_record r) {
+  return insert_row(c,
+                    "INSERT INTO memory_evidence (memory_id, relation, conversation_id, "
+                    "message_id, run_id, source, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    r.memory_id, r.relation, r.conversation_id, r.message_id, r.run_id, r.source,
+                    stamp(r.created_at));
+}
+
+expected<std::vector<memory_evidence_record>> list_memory_evidence(connection& c,
+                                                                   row_id memory_id) {
+  static const auto sql =
+      select(evidence_columns, "memory_evidence", "WHERE memory_id = ? ORDER BY id");
+  return query_all<memory_evidence_record>(c, sql, read_evidence, memory_id);
+}
+
+// --- channels ---
+
+expected<row_id> insert_channel(connection& c, channel_record r) {
+  return insert_row(c,
+                    "INSERT INTO channels (uuid, kind, name, agent_id, config_json, enabled, "
+                    "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    r.uuid, r.kind, r.name, r.agent_id, r.config_json, r.enabled,
+                    stamp(r.created_at));
+}
+
+expected<channel_record> find_channel(connection& c, row_id id) {
+  static const auto sql = select(channel_columns, "channels", "WHERE id = ?");
+  return query_one<channel_record>(c, "channel", sql, read_channel, id);
+}
+
+expected<row_id> bind_channel_thread(connection& c, row_id channel_id, std::string_view thread_key,
+                                     std::optional<row_id> conversation_id) {
+  const auto t = now_millis();
+  return c.query_int("INSERT INTO channel_threads (channel_id, thread_key, conversation_id, "
+                     "created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?4) "
+                     "ON CONFLICT (channel_id, thread_key) DO UPDATE SET "
+                     "conversation_id = excluded.conversation_id, updated_at = excluded.updated_at "
+                     "RETURNING id",
+                     channel_id, thread_key, conversation_id, t);
+}
+
+expected<channel_thread_record> find_channel_thread(connection& c, row_id channel_id,
+                                                    std::string_view thread_key) {
+  static const auto sql =
+      select(thread_columns, "channel_threads", "WHERE channel_id = ? AND thread_key = ?");
+  return query_one<channel_thread_record>(c, "channel thread", sql, read_thread, channel_id,
+                                          thread_key);
+}
+
+expected<journal_result> journal_inbound(connection& c, inbound_record r) {
+  auto inserted = c.query_int(
+      "INSERT INTO inbound_journal (channel_id, platform_message_id, thread_key, sender, "
+      "payload_json, status, received_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
+      "ON CONFLICT (channel_id, platform_message_id) DO NOTHING RETURNING id",
+      r.channel_id, r.platform_message_id, r.thread_key, r.sender, r.payload_json, r.status,
+      stamp(r.received_at));
+  if (inserted) {
+    return journal_result{*inserted, false};
+  }
+  if (inserted.error().code != errc::not_found) {
+    return tl::unexpected(inserted.error());
+  }
+  auto existing =
+      c.query_int("SELECT id FROM inbound_journal WHERE channel_id = ? AND platform_message_id = ?",
+                  r.channel_id, r.platform_message_id);
+  if (!existing) {
+    return tl::unexpected(existing.error());
+  }
+  return journal_result{*existing, true};
+}
+
+expected<void> set_inbound_status(connection& c, row_id id, std::string_view status) {
+  return change_one(c, "inbound message", id, "UPDATE inbound_journal SET status = ? WHERE id = ?",
+                    status, id);
+}
+
+expected<std::vector<inbound_record>> list_inbound(connection& c, std::string_view status) {
+  static const auto sql =
+      select(inbound_columns, "inbound_journal", "WHERE status = ? ORDER BY id");
+  return query_all<inbound_record>(c, sql, read_inbound, status);
+}
+
+expected<row_id> enqueue_outbox(connection& c, outbox_record r) {
+  auto inserted = c.query_int(
+      "INSERT INTO outbox (channel_id, thread_key, dedupe_key, payload_json, status, created_at) "
+      "VALUES (?, ?, ?, ?, 'pending', ?) ON CONFLICT (channel_id, dedupe_key) DO NOTHING "
+      "RETURNING id",
+      r.channel_id, r.thread_key, r.dedupe_key, r.payload_json, stamp(r.created_at));
+  if (inserted || inserted.error().code != errc::not_found) {
+    return inserted;
+  }
+  return c.query_int("SELECT id FROM outbox WHERE channel_id = ? AND dedupe_key = ?", r.channel_id,
+                     r.dedupe_key);
+}
+
+expected<void> mark_outbox_sent(connection& c, row_id id) {
+  return change_one(c, "outbox entry", id,
+                    "UPDATE outbox SET status = 'sent', sent_at = ?, attempts = attempts + 1 "
+                    "WHERE id = ?",
+                    now_millis(), id);
+}
+
+expected<void> record_outbox_failure(connection& c, row_id id, std::string_view error_text,
+                                     std::int64_t max_attempts) {
+  return change_one(c, "outbox entry", id,
+                    "UPDATE outbox SET attempts = attempts + 1, last_error = ?, status = CASE "
+                    "WHEN attempts + 1 >= ? THEN 'dead' ELSE status END WHERE id = ?",
+                    error_text, max_attempts, id);
+}
+
+expected<std::vector<outbox_record>> list_pending_outbox(connection& c, std::int64_t limit) {
+  static const auto sql =
+      select(outbox_columns, "outbox", "WHERE status = 'pending' ORDER BY id LIMIT ?");
+  return query_all<outbox_record>(c, sql, read_outbox, limit);
+}
+
+expected<outbox_record> find_outbox(connection& c, row_id id) {
+  static const auto sql = select(outbox_columns, "outbox", "WHERE id = ?");
+  return query_one<outbox_record>(c, "outbox entry", sql, read_outbox, id);
+}
+
+// --- tools, MCP servers, search engines ---
+
+expected<row_id> insert_tool(connection& c, tool_record r) {
+  return insert_row(c,
+                    "INSERT INTO tools (name, kind, description, schema_json, config_json, "
+                    "enabled, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    r.name, r.kind, r.description, r.schema_json, r.config_json, r.enabled,
+                    stamp(r.created_at));
+}
+
+expected<tool_record> find_tool(connection& c, std::string_view name) {
+  static const auto sql = select(tool_columns, "tools", "WHERE name = ?");
+  return query_one<tool_record>(c, "tool", sql, read_tool, name);
+}
+
+expected<std::vector<tool_record>> list_tools(connection& c) {
+  static const auto sql = select(tool_columns, "tools", "ORDER BY name");
+  return query_all<tool_record>(c, sql, read_tool);
+}
+
+expected<row_id> insert_mcp_server(connection& c, mcp_server_record r) {
+  return insert_row(c,
+                    "INSERT INTO mcp_servers (name, transport, endpoint, config_json, enabled, "
+                    "created_at) VALUES (?, ?, ?, ?, ?, ?)",
+                    r.name, r.transport, r.endpoint, r.config_json, r.enabled, stamp(r.created_at));
+}
+
+expected<mcp_server_record> find_mcp_server(connection& c, std::string_view name) {
+  static const auto sql = select(mcp_columns, "mcp_servers", "WHERE name = ?");
+  return query_one<mcp_server_record>(c, "MCP server", sql, read_mcp, name);
+}
+
+expected<std::vector<mcp_server_record>> list_mcp_servers(connection& c) {
+  static const auto sql = select(mcp_columns, "mcp_servers", "ORDER BY name");
+  return query_all<mcp_server_record>(c, sql, read_mcp);
+}
+
+expected<row_id> insert_search_engine(connection& c, search_engine_record r) {
+  return insert_row(c,
+                    "INSERT INTO search_engines (name, kind, base_url, api_key_ref, config_json, "
+                    "enabled, is_default, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
+                    r.name, r.kind, r.base_url, r.api_key_ref, r.config_json, r.enabled,
+                    r.is_default, stamp(r.created_at));
+}
+
+expected<search_engine_record> find_default_search_engine(connection& c) {
+  static const auto sql = select(engine_columns, "search_engines", "WHERE is_default = 1");
+  return query_one<search_engine_record>(c, "default search engine", sql, read_engine);
+}
+
+expected<std::vector<search_engine_record>> list_search_engines(connection& c) {
+  static const auto sql = select(engine_columns, "search_engines", "ORDER BY name");
+  return query_all<search_engine_record>(c, sql, read_engine);
+}
+
+} // namespace troupe::storage

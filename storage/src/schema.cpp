@@ -1,0 +1,392 @@
+#include "troupe/storage/schema.hpp"
+
+#include <functional>
+#include <vector>
+
+#include <fmt/format.h>
+
+namespace troupe::storage {
+
+namespace {
+
+// Version 1: every table. Times are Unix milliseconds (INTEGER); JSON is TEXT.
+constexpr std::string_view schema_v1 = R"sql(
+CREATE TABLE users (
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  display_name TEXT NOT NULL DEFAULT '',
+  role TEXT NOT NULL DEFAULT 'user' CHECK (role IN ('admin', 'user')),
+  created_at INTEGER NOT NULL
+);
+CREATE TABLE api_tokens (
+  id INTEGER PRIMARY KEY,
+  user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+  name TEXT NOT NULL,
+  token_hash TEXT NOT NULL UNIQUE,
+  created_at INTEGER NOT NULL,
+  last_used_at INTEGER,
+  revoked_at INTEGER
+);
+CREATE INDEX api_tokens_user ON api_tokens(user_id);
+CREATE TABLE providers (
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  kind TEXT NOT NULL,
+  base_url TEXT NOT NULL DEFAULT '',
+  api_key_ref TEXT NOT NULL DEFAULT '',
+  config_json TEXT NOT NULL DEFAULT '{}',
+  created_at INTEGER NOT NULL
+);
+CREATE TABLE agents (
+  id INTEGER PRIMARY KEY,
+  uuid TEXT NOT NULL UNIQUE,
+  name TEXT NOT NULL,
+  system_prompt TEXT NOT NULL DEFAULT '',
+  provider_id INTEGER REFERENCES providers(id) ON DELETE SET NULL,
+  main_model TEXT NOT NULL,
+  fast_model TEXT NOT NULL DEFAULT '',
+  fallback_model TEXT NOT NULL DEFAULT '',
+  tools_json TEXT NOT NULL DEFAULT '[]',
+  limits_json TEXT NOT NULL DEFAULT '{}',
+  queue_policy TEXT NOT NULL DEFAULT 'followup'
+    CHECK (queue_policy IN ('followup', 'steer', 'interrupt', 'collect')),
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+);
+CREATE TABLE conversations (
+  id INTEGER PRIMARY KEY,
+  uuid TEXT NOT NULL UNIQUE,
+  owner_user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+  agent_id INTEGER NOT NULL REFERENCES agents(id),
+  title TEXT NOT NULL DEFAULT '',
+  archived INTEGER NOT NULL DEFAULT 0,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+);
+CREATE INDEX conversations_owner ON conversations(owner_user_id, updated_at);
+CREATE TABLE runs (
+  id INTEGER PRIMARY KEY,
+  uuid TEXT NOT NULL UNIQUE,
+  conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+  agent_id INTEGER NOT NULL REFERENCES agents(id),
+  parent_run_id INTEGER REFERENCES runs(id) ON DELETE CASCADE,
+  status TEXT NOT NULL DEFAULT 'queued'
+    CHECK (status IN ('queued', 'running', 'succeeded', 'failed', 'cancelled', 'interrupted')),
+  model TEXT NOT NULL DEFAULT '',
+  error TEXT NOT NULL DEFAULT '',
+  created_at INTEGER NOT NULL,
+  started_at INTEGER,
+  finished_at INTEGER
+);
+CREATE INDEX runs_conversation ON runs(conversation_id, id);
+CREATE INDEX runs_status ON runs(status);
+CREATE TABLE messages (
+  id INTEGER PRIMARY KEY,
+  conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+  -- The conversation's owner, copied on insert (an owner never changes), so search can
+  -- filter by owner inside the full-text index instead of ranking everyone's messages.
+  owner_user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+  run_id INTEGER REFERENCES runs(id) ON DELETE SET NULL,
+  role TEXT NOT NULL CHECK (role IN ('system', 'user', 'assistant', 'tool')),
+  content TEXT NOT NULL DEFAULT '',
+  tool_calls_json TEXT NOT NULL DEFAULT '',
+  tool_call_id TEXT NOT NULL DEFAULT '',
+  tool_results_json TEXT NOT NULL DEFAULT '',
+  prompt_tokens INTEGER NOT NULL DEFAULT 0,
+  completion_tokens INTEGER NOT NULL DEFAULT 0,
+  created_at INTEGER NOT NULL
+);
+CREATE INDEX messages_conversation ON messages(conversation_id, id);
+CREATE INDEX messages_owner ON messages(owner_user_id, id);
+CREATE TABLE execution_steps (
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  seq INTEGER NOT NULL,
+  kind TEXT NOT NULL,
+  name TEXT NOT NULL DEFAULT '',
+  input_json TEXT NOT NULL DEFAULT '',
+  output_json TEXT NOT NULL DEFAULT '',
+  status TEXT NOT NULL DEFAULT 'done',
+  created_at INTEGER NOT NULL,
+  UNIQUE (run_id, seq)
+);
+CREATE TABLE plans (
+  id INTEGER PRIMARY KEY,
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  goal TEXT NOT NULL,
+  status TEXT NOT NULL DEFAULT 'active'
+    CHECK (status IN ('active', 'completed', 'failed', 'abandoned')),
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+);
+CREATE TABLE plan_items (
+  id INTEGER PRIMARY KEY,
+  plan_id INTEGER NOT NULL REFERENCES plans(id) ON DELETE CASCADE,
+  position INTEGER NOT NULL,
+  title TEXT NOT NULL,
+  status TEXT NOT NULL DEFAULT 'pending'
+    CHECK (status IN ('pending', 'running', 'completed', 'blocked', 'failed', 'skipped')),
+  note TEXT NOT NULL DEFAULT '',
+  updated_at INTEGER NOT NULL,
+  UNIQUE (plan_id, position)
+);
+-- At most one running item per plan (AIClaw's invariant, enforced by the database).
+CREATE UNIQUE INDEX plan_items_one_running ON plan_items(plan_id) WHERE status = 'running';
+CREATE TABLE files (
+  id INTEGER PRIMARY KEY,
+  uuid TEXT NOT NULL UNIQUE,
+  owner_user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+  conversation_id INTEGER REFERENCES conversations(id) ON DELETE SET NULL,
+  run_id INTEGER REFERENCES runs(id) ON DELETE SET NULL,
+  kind TEXT NOT NULL CHECK (kind IN ('upload', 'artifact')),
+  name TEXT NOT NULL,
+  mime_type TEXT NOT NULL DEFAULT 'application/octet-stream',
+  size_bytes INTEGER NOT NULL DEFAULT 0,
+  sha256 TEXT NOT NULL DEFAULT '',
+  storage_path TEXT NOT NULL,
+  created_at INTEGER NOT NULL
+);
+CREATE INDEX files_owner ON files(owner_user_id, id);
+CREATE TABLE memory_items (
+  id INTEGER PRIMARY KEY,
+  uuid TEXT NOT NULL UNIQUE,
+  user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+  agent_id INTEGER REFERENCES agents(id) ON DELETE CASCADE,
+  scope TEXT NOT NULL CHECK (scope IN ('user', 'agent_user')),
+  kind TEXT NOT NULL
+    CHECK (kind IN ('preference', 'profile', 'fact', 'decision', 'procedure', 'constraint')),
+  memory_key TEXT NOT NULL,
+  content TEXT NOT NULL,
+  summary TEXT NOT NULL DEFAULT '',
+  importance INTEGER NOT NULL DEFAULT 50,
+  confidence REAL NOT NULL DEFAULT 0.8,
+  sensitivity TEXT NOT NULL DEFAULT 'normal' CHECK (sensitivity IN ('normal', 'sensitive')),
+  status TEXT NOT NULL DEFAULT 'candidate'
+    CHECK (status IN ('candidate', 'active', 'superseded', 'dismissed', 'deleted')),
+  pinned INTEGER NOT NULL DEFAULT 0,
+  expires_at INTEGER,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+);
+-- The natural key among live memories (AIClaw §5).
+CREATE UNIQUE INDEX memory_items_natural_key
+  ON memory_items(user_id, IFNULL(agent_id, 0), scope, kind, memory_key)
+  WHERE status IN ('candidate', 'active');
+CREATE TABLE memory_revisions (
+  id INTEGER PRIMARY KEY,
+  memory_id INTEGER NOT NULL REFERENCES memory_items(id) ON DELETE CASCADE,
+  action TEXT NOT NULL
+    CHECK (action IN ('created', 'updated', 'approved', 'dismissed', 'forgotten', 'imported')),
+  content TEXT NOT NULL,
+  summary TEXT NOT NULL DEFAULT '',
+  status TEXT NOT NULL,
+  actor TEXT NOT NULL,
+  created_at INTEGER NOT NULL
+);
+CREATE INDEX memory_revisions_memory ON memory_revisions(memory_id, id);
+CREATE TABLE memory_evidence (
+  id INTEGER PRIMARY KEY,
+  memory_id INTEGER NOT NULL REFERENCES memory_items(id) ON DELETE CASCADE,
+  relation TEXT NOT NULL CHECK (relation IN ('source', 'used')),
+  conversation_id INTEGER REFERENCES conversations(id) ON DELETE SET NULL,
+  message_id INTEGER REFERENCES messages(id) ON DELETE SET NULL,
+  run_id INTEGER REFERENCES runs(id) ON DELETE SET NULL,
+  source TEXT NOT NULL DEFAULT '',
+  created_at INTEGER NOT NULL
+);
+CREATE INDEX memory_evidence_memory ON memory_evidence(memory_id);
+CREATE TABLE channels (
+  id INTEGER PRIMARY KEY,
+  uuid TEXT NOT NULL UNIQUE,
+  kind TEXT NOT NULL,
+  name TEXT NOT NULL,
+  agent_id INTEGER NOT NULL REFERENCES agents(id),
+  config_json TEXT NOT NULL DEFAULT '{}',
+  enabled INTEGER NOT NULL DEFAULT 1,
+  created_at INTEGER NOT NULL
+);
+CREATE TABLE channel_threads (
+  id INTEGER PRIMARY KEY,
+  channel_id INTEGER NOT NULL REFERENCES channels(id) ON DELETE CASCADE,
+  thread_key TEXT NOT NULL,
+  conversation_id INTEGER REFERENCES conversations(id) ON DELETE SET NULL,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  UNIQUE (channel_id, thread_key)
+);
+CREATE TABLE inbound_journal (
+  id INTEGER PRIMARY KEY,
+  channel_id INTEGER NOT NULL REFERENCES channels(id) ON DELETE CASCADE,
+  platform_message_id TEXT NOT NULL,
+  thread_key TEXT NOT NULL DEFAULT '',
+  sender TEXT NOT NULL DEFAULT '',
+  payload_json TEXT NOT NULL DEFAULT '',
+  status TEXT NOT NULL DEFAULT 'received'
+    CHECK (status IN ('received', 'processing', 'done', 'dead')),
+  received_at INTEGER NOT NULL,
+  UNIQUE (channel_id, platform_message_id)
+);
+CREATE INDEX inbound_journal_status ON inbound_journal(status, id);
+CREATE TABLE outbox (
+  id INTEGER PRIMARY KEY,
+  channel_id INTEGER NOT NULL REFERENCES channels(id) ON DELETE CASCADE,
+  thread_key TEXT NOT NULL DEFAULT '',
+  dedupe_key TEXT NOT NULL,
+  payload_json TEXT NOT NULL,
+  status TEXT NOT NULL DEFAULT 'pending' CHECK (status IN ('pending', 'sent', 'dead')),
+  attempts INTEGER NOT NULL DEFAULT 0,
+  last_error TEXT NOT NULL DEFAULT '',
+  created_at INTEGER NOT NULL,
+  sent_at INTEGER,
+  UNIQUE (channel_id, dedupe_key)
+);
+CREATE INDEX outbox_pending ON outbox(status, id);
+CREATE TABLE tools (
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  kind TEXT NOT NULL CHECK (kind IN ('builtin', 'http', 'script', 'mcp')),
+  description TEXT NOT NULL DEFAULT '',
+  schema_json TEXT NOT NULL DEFAULT '{}',
+  config_json TEXT NOT NULL DEFAULT '{}',
+  enabled INTEGER NOT NULL DEFAULT 1,
+  created_at INTEGER NOT NULL
+);
+CREATE TABLE mcp_servers (
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  transport TEXT NOT NULL CHECK (transport IN ('stdio', 'http')),
+  endpoint TEXT NOT NULL,
+  config_json TEXT NOT NULL DEFAULT '{}',
+  enabled INTEGER NOT NULL DEFAULT 1,
+  created_at INTEGER NOT NULL
+);
+CREATE TABLE search_engines (
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  kind TEXT NOT NULL,
+  base_url TEXT NOT NULL DEFAULT '',
+  api_key_ref TEXT NOT NULL DEFAULT '',
+  config_json TEXT NOT NULL DEFAULT '{}',
+  enabled INTEGER NOT NULL DEFAULT 1,
+  is_default INTEGER NOT NULL DEFAULT 0,
+  created_at INTEGER NOT NULL
+);
+CREATE UNIQUE INDEX search_engines_one_default ON search_engines(is_default) WHERE is_default = 1;
+)sql";
+
+// The FTS5 index over messages, external content (no second copy of the text). It also
+// indexes the owner's id, so a search matches `owner_user_id : "42" AND content : (...)`
+// and ranks only that user's hits. Unlike AIClaw it has an UPDATE trigger, so an edited
+// message is found by its new words.
+constexpr std::string_view message_index_sql = R"sql(
+CREATE VIRTUAL TABLE messages_fts USING fts5(
+  content, owner_user_id, content = 'messages', content_rowid = 'id',
+  tokenize = 'unicode61 remove_diacritics 2');
+CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
+  INSERT INTO messages_fts(rowid, content, owner_user_id)
+    VALUES (new.id, new.content, new.owner_user_id);
+END;
+CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
+  INSERT INTO messages_fts(messages_fts, rowid, content, owner_user_id)
+    VALUES ('delete', old.id, old.content, old.owner_user_id);
+END;
+CREATE TRIGGER messages_fts_update AFTER UPDATE OF content, owner_user_id ON messages BEGIN
+  INSERT INTO messages_fts(messages_fts, rowid, content, owner_user_id)
+    VALUES ('delete', old.id, old.content, old.owner_user_id);
+  INSERT INTO messages_fts(rowid, content, owner_user_id)
+    VALUES (new.id, new.content, new.owner_user_id);
+END;
+INSERT INTO messages_fts(messages_fts) VALUES ('rebuild');
+)sql";
+
+struct migration {
+  int version;
+  std::string_view description;
+  std::function<expected<void>(connection&)> apply;
+};
+
+const std::vector<migration>& migrations() {
+  static const std::vector<migration> list = {
+      {1, "tables", [](connection& c) { return c.exec(schema_v1); }},
+      {2, "messages full-text index",
+       [](connection& c) -> expected<void> {
+         auto ok = ensure_message_index(c);
+         if (!ok) {
+           return tl::unexpected(ok.error());
+         }
+         return {};
+       }},
+  };
+  return list;
+}
+
+} // namespace
+
+int latest_schema_version() noexcept {
+  return migrations().back().version;
+}
+
+expected<int> schema_version(connection& conn) {
+  auto v = conn.query_int("PRAGMA user_version");
+  if (!v) {
+    return tl::unexpected(v.error());
+  }
+  return static_cast<int>(*v);
+}
+
+expected<int> migrate(connection& conn) {
+  auto current = schema_version(conn);
+  if (!current) {
+    return current;
+  }
+  const int latest = latest_schema_version();
+  if (*current > latest) {
+    return fail(errc::conflict,
+                fmt::format("database {} has schema version {}, newer than this troupe binary "
+                            "understands ({}); run a newer troupe or restore a matching backup",
+                            conn.path().string(), *current, latest));
+  }
+  for (const auto& m : migrations()) {
+    if (m.version <= *current) {
+      continue;
+    }
+    auto done = in_transaction(conn, [&](connection& c) -> expected<void> {
+      if (auto ok = m.apply(c); !ok) {
+        return ok;
+      }
+      // PRAGMA takes no bound parameters; the version is our own integer.
+      return c.exec(fmt::format("PRAGMA user_version = {}", m.version));
+    });
+    if (!done) {
+      return fail(done.error().code, fmt::format("migration {} ({}) failed: {}", m.version,
+                                                 m.description, done.error().message));
+    }
+    *current = m.version;
+  }
+  return *current;
+}
+
+expected<bool> has_message_index(connection& conn) {
+  auto n = conn.query_int(
+      "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'messages_fts'");
+  if (!n) {
+    return tl::unexpected(n.error());
+  }
+  return *n > 0;
+}
+
+expected<bool> ensure_message_index(connection& conn) {
+  auto exists = has_message_index(conn);
+  if (!exists || *exists) {
+    return exists;
+  }
+  if (!connection::fts5_available()) {
+    return false;
+  }
+  if (auto ok = conn.exec(message_index_sql); !ok) {
+    return tl::unexpected(ok.error());
+  }
+  return true;
+}
+
+} // namespace troupe::storage

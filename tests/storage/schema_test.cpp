@@ -1,0 +1,125 @@
+#include <catch2/catch.hpp>
+
+#include "storage/storage_fixture.hpp"
+#include "troupe/storage/schema.hpp"
+#include "troupe/storage/search.hpp"
+
+using namespace troupe;
+using namespace troupe::storage;
+using namespace troupe::storage::testing;
+
+namespace {
+
+std::int64_t table_count(connection& c, const std::string& name) {
+  return must(c.query_int("SELECT count(*) FROM sqlite_master WHERE name = ?", name));
+}
+
+} // namespace
+
+TEST_CASE("migrations bring a new database to the latest version with every table",
+          "[storage][schema]") {
+  temp_dir dir;
+  auto c = must(connection::open(dir.db()));
+  CHECK(must(schema_version(c)) == 0);
+  CHECK(must(migrate(c)) == latest_schema_version());
+  CHECK(must(schema_version(c)) == latest_schema_version());
+  for (const char* table : {"users",
+                            "api_tokens",
+                            "providers",
+                            "agents",
+                            "conversations",
+                            "messages",
+                            "runs",
+                            "execution_steps",
+                            "plans",
+                            "plan_items",
+                            "files",
+                            "memory_items",
+                            "memory_revisions",
+                            "memory_evidence",
+                            "channels",
+                            "channel_threads",
+                            "inbound_journal",
+                            "outbox",
+                            "tools",
+                            "mcp_servers",
+                            "search_engines",
+                            "messages_fts"}) {
+    INFO(table);
+    CHECK(table_count(c, table) == 1);
+  }
+  // A second run changes nothing.
+  CHECK(must(migrate(c)) == latest_schema_version());
+}
+
+TEST_CASE("a database newer than the binary is refused with a clear message", "[storage][schema]") {
+  temp_dir dir;
+  {
+    auto c = must(open_writer(dir.db(), sync_mode::normal));
+    must(c.exec("PRAGMA user_version = 999"));
+  }
+  auto refused = open_writer(dir.db(), sync_mode::normal);
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code == errc::conflict);
+  CHECK_THAT(refused.error().message, Catch::Contains("schema version 999"));
+  CHECK_THAT(refused.error().message, Catch::Contains("newer than this troupe binary"));
+  // Nothing was changed by the refusal.
+  auto c = must(connection::open(dir.db()));
+  CHECK(must(schema_version(c)) == 999);
+}
+
+TEST_CASE("foreign keys are enforced", "[storage][schema]") {
+  fresh_db f;
+  conversation_record c;
+  c.uuid = "c";
+  c.owner_user_id = 12345; // no such user
+  c.agent_id = f.add_agent();
+  auto r = insert_conversation(f.db, c);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().code == errc::conflict);
+  CHECK_THAT(r.error().message, Catch::Contains("FOREIGN KEY"));
+  message_record m;
+  m.conversation_id = 12345; // no such conversation
+  m.role = "user";
+  m.content = "orphan";
+  auto orphan = insert_message(f.db, m);
+  REQUIRE_FALSE(orphan);
+  CHECK(orphan.error().code == errc::conflict);
+}
+
+TEST_CASE("check constraints reject an unknown message role and run status", "[storage][schema]") {
+  fresh_db f;
+  const auto user = f.add_user("ann");
+  const auto conv = f.add_conversation(user, f.add_agent(), "c1");
+  message_record m;
+  m.conversation_id = conv;
+  m.role = "wizard";
+  CHECK_FALSE(insert_message(f.db, m));
+  auto bad = f.db.run("UPDATE runs SET status = 'paused'");
+  CHECK(bad); // no rows: nothing to violate
+  run_record r;
+  r.uuid = "r1";
+  r.conversation_id = conv;
+  r.agent_id = 1;
+  const auto run = must(insert_run(f.db, r));
+  auto paused = f.db.run("UPDATE runs SET status = 'paused' WHERE id = ?", run);
+  REQUIRE_FALSE(paused);
+  CHECK_THAT(paused.error().message, Catch::Contains("CHECK constraint failed"));
+}
+
+TEST_CASE("the full-text index is backfilled from existing messages when it is created",
+          "[storage][schema][search]") {
+  fresh_db f;
+  const auto user = f.add_user("ann");
+  const auto conv = f.add_conversation(user, f.add_agent(), "c1");
+  // Simulate a database made without the index (e.g. by a build without FTS5).
+  must(f.db.exec("DROP TABLE messages_fts; DROP TRIGGER IF EXISTS messages_fts_insert; "
+                 "DROP TRIGGER IF EXISTS messages_fts_delete; "
+                 "DROP TRIGGER IF EXISTS messages_fts_update;"));
+  const auto id = f.add_message(conv, "user", "the quokka smiles at dawn");
+  CHECK_FALSE(must(has_message_index(f.db)));
+  CHECK(must(ensure_message_index(f.db)));
+  auto hits = must(search_messages(f.db, {user, "quokka", 10, search_engine_kind::fts}));
+  REQUIRE(hits.size() == 1);
+  CHECK(hits[0].message_id == id);
+}
