@@ -1,5 +1,6 @@
 #include "troupe/net/http_client.hpp"
 
+#include <cstdlib>
 #include <mutex>
 #include <unordered_map>
 
@@ -355,6 +356,9 @@ struct curl_engine : std::enable_shared_from_this<curl_engine> {
     curl_easy_setopt(e, CURLOPT_URL, request.url.c_str());
     curl_easy_setopt(e, CURLOPT_PRIVATE, t.get());
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+    if (std::getenv("TROUPE_CURL_VERBOSE") != nullptr) {
+      curl_easy_setopt(e, CURLOPT_VERBOSE, 1L);
+    }
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
     curl_easy_setopt(e, CURLOPT_TCP_KEEPALIVE, 1L);
     curl_easy_setopt(e, CURLOPT_ERRORBUFFER, t->error_buffer);

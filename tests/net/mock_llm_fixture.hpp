@@ -71,6 +71,10 @@ template <class T> T run_until_done(asio::io_context& io, asio::awaitable<T> tas
     done = true;
   });
   while (!done) {
+    // run_one stops the context when it runs out of work; start it again.
+    if (io.stopped()) {
+      io.restart();
+    }
     io.run_one();
   }
   if (failure) {

@@ -8,6 +8,8 @@
 /// between body chunks, and in total; cancelling the awaiting coroutine (or dropping the
 /// stream) removes the transfer at once and frees its connection. TLS and proxies use
 /// libcurl's defaults and the usual environment variables (HTTPS_PROXY, NO_PROXY, …).
+/// Setting TROUPE_CURL_VERBOSE in the environment makes libcurl trace every transfer to
+/// stderr.
 ///
 /// Threading: a client and its streams belong to the executor they were created with,
 /// which must run on one thread at a time (an io_context run by one thread, or a
