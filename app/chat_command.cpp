@@ -83,7 +83,9 @@ asio::awaitable<int> chat(net::http_client& http, net::provider_config config, c
   request.max_tokens = cli.max_tokens;
   request.temperature = cli.temperature;
   request.stream = !cli.no_stream;
-  auto outcome = co_await client.complete(std::move(request), print_event);
+  // A named sink: g++ 12 destroys non-trivial temporaries of a co_await expression twice.
+  net::stream_event_sink sink = print_event;
+  auto outcome = co_await client.complete(std::move(request), std::move(sink));
   std::fputc('\n', stdout);
   std::fflush(stdout);
   if (cli.show_usage && outcome.answer.usage) {

@@ -140,7 +140,6 @@ struct curl_engine : std::enable_shared_from_this<curl_engine> {
 
   ~curl_engine() {
     shutdown();
-    curl_multi_cleanup(multi);
   }
 
   asio::any_io_executor executor;
@@ -152,22 +151,28 @@ struct curl_engine : std::enable_shared_from_this<curl_engine> {
   std::size_t connections_opened = 0;
   bool stopped = false;
 
-  // Removes every transfer (they fail as cancelled) and stops watching.
+  // Removes every transfer (they fail as cancelled), stops watching and closes the multi
+  // handle. Curl's callbacks are unhooked first: the engine may be going away inside the
+  // io_context's own destructor, where no new wait may be started.
   void shutdown() {
     if (stopped) {
       return;
     }
-    stopped = true;
     while (!live.empty()) {
       auto t = live.begin()->second;
       end(*t, error{errc::cancelled, "the HTTP client was shut down"});
     }
+    stopped = true;
+    curl_multi_setopt(multi, CURLMOPT_SOCKETFUNCTION, nullptr);
+    curl_multi_setopt(multi, CURLMOPT_TIMERFUNCTION, nullptr);
     timer.cancel();
     for (auto& [fd, watch] : sockets) {
       watch->removed = true;
       watch->descriptor.release();
     }
     sockets.clear();
+    curl_multi_cleanup(multi);
+    multi = nullptr;
   }
 
   // Takes a transfer out of the multi handle and records how it ended.
@@ -196,6 +201,9 @@ struct curl_engine : std::enable_shared_from_this<curl_engine> {
   }
 
   void action(curl_socket_t fd, int events) {
+    if (stopped) {
+      return;
+    }
     int running = 0;
     curl_multi_socket_action(multi, fd, events, &running);
     drain_done();
@@ -222,7 +230,7 @@ struct curl_engine : std::enable_shared_from_this<curl_engine> {
   }
 
   void arm(const std::shared_ptr<socket_watch>& w) {
-    if (w->removed) {
+    if (w->removed || stopped) {
       return;
     }
     auto self = shared_from_this();

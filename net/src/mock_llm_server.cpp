@@ -787,6 +787,7 @@ asio::awaitable<void> pump_answer(state_ptr st, response_stream out,
     events.pop_back(); // [DONE] or message_stop
   }
   co_await sleep_ms(ttft_ms);
+  std::string batch;
   for (std::size_t i = 0; i < events.size(); ++i) {
     if (i == fault.after_chunks) {
       if (fault.type == mock_fault::kind::reset) {
@@ -798,7 +799,8 @@ asio::awaitable<void> pump_answer(state_ptr st, response_stream out,
         break;
       }
       if (fault.type == mock_fault::kind::malformed) {
-        co_await out.write("data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"tru\n\n");
+        std::string broken = "data: {\"choices\":[{\"index\":0,\"delta\":{\"content\":\"tru\n\n";
+        co_await out.write(std::move(broken));
       }
       if (fault.type == mock_fault::kind::stall) {
         co_await sleep_ms(fault.stall_ms);
@@ -808,8 +810,18 @@ asio::awaitable<void> pump_answer(state_ptr st, response_stream out,
     if (fault.type == mock_fault::kind::split) {
       const std::string_view all = events[i];
       for (std::size_t at = 0; at < all.size() && ok; at += fault.split_bytes) {
-        ok = co_await out.write(std::string(all.substr(at, fault.split_bytes)));
+        std::string piece(all.substr(at, fault.split_bytes));
+        ok = co_await out.write(std::move(piece));
         co_await sleep_ms(1); // so that the pieces leave as separate writes
+      }
+    } else if (delay_ms == 0) {
+      // Without pacing, events are coalesced into writes of up to 4 KiB, as a busy server's
+      // socket would coalesce them; each stays its own SSE event.
+      batch.append(events[i]);
+      const bool fault_next = i + 1 == fault.after_chunks && fault.type != mock_fault::kind::none;
+      if (batch.size() >= 4096 || i + 1 == events.size() || fault_next) {
+        ok = co_await out.write(std::move(batch));
+        batch = std::string();
       }
     } else {
       ok = co_await out.write(std::move(events[i]));

@@ -1359,6 +1359,10 @@ decode_result decode_anthropic_message(std::string_view body, std::vector<stream
   return {};
 }
 
+std::string_view json_kernel_name() noexcept {
+  return SIMDJSON_STRINGIFY(SIMDJSON_BUILTIN_IMPLEMENTATION);
+}
+
 tl::expected<std::vector<std::string>, provider_error> parse_model_list(std::string_view body) {
   json_scratch scratch;
   od::document doc;

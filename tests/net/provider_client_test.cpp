@@ -54,8 +54,9 @@ asio::awaitable<run_result> complete_on(http_client& http, provider_config confi
                                         completion_request request) {
   provider_client client(http, std::move(config));
   run_result r;
-  r.outcome = co_await client.complete(std::move(request),
-                                       [&r](const stream_event& e) { r.events.push_back(e); });
+  // A named sink: g++ 12 destroys non-trivial temporaries of a co_await expression twice.
+  stream_event_sink sink = [&r](const stream_event& e) { r.events.push_back(e); };
+  r.outcome = co_await client.complete(std::move(request), std::move(sink));
   co_return r;
 }
 

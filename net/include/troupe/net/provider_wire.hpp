@@ -162,6 +162,9 @@ finish_reason parse_openai_finish(std::string_view word) noexcept;
 /// refusal, pause_turn) to `finish_reason`.
 finish_reason parse_anthropic_stop(std::string_view word) noexcept;
 
+/// The simdjson kernel the decoders were compiled for ("westmere", "haswell", "fallback").
+std::string_view json_kernel_name() noexcept;
+
 /// Model ids from a `GET {base}/models` answer (`{"data":[{"id":…},…]}`, both wires).
 tl::expected<std::vector<std::string>, provider_error> parse_model_list(std::string_view body);
 
