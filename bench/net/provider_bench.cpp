@@ -96,13 +96,17 @@ asio::awaitable<void> one_stream(provider_client& client, std::shared_ptr<std::s
   --*remaining;
 }
 
-// N concurrent streams of T tokens (one token per SSE chunk) from mock-llm through one
-// http_client on one io thread, decoded into normalized events.
+// N concurrent streams of T tokens (one token per SSE chunk, D ms apart) from mock-llm
+// (on its own io thread) through one http_client on one io thread, decoded into
+// normalized events.
 void BM_relay_concurrent_streams(benchmark::State& state) {
   const auto streams = static_cast<std::size_t>(state.range(0));
   const auto tokens = static_cast<unsigned>(state.range(1));
   mock_llm_options options;
   options.tokens = tokens;
+  // With a delay between tokens every SSE event leaves mock-llm in its own write; without,
+  // mock-llm coalesces events into writes of up to 4 KiB.
+  options.token_delay_ms = static_cast<unsigned>(state.range(2));
   mock_thread mock(options);
   asio::io_context io;
   http_client http(io.get_executor());
@@ -135,9 +139,11 @@ void BM_relay_concurrent_streams(benchmark::State& state) {
   state.counters["chunks_per_s"] =
       benchmark::Counter(static_cast<double>(total_chunks), benchmark::Counter::kIsRate);
   state.counters["streams"] = static_cast<double>(streams);
+  state.SetLabel(std::string("simdjson ") + std::string(json_kernel_name()));
 }
 BENCHMARK(BM_relay_concurrent_streams)
-    ->Args({500, 200})
+    ->Args({500, 200, 0})
+    ->Args({500, 200, 1})
     ->Unit(benchmark::kMillisecond)
     ->UseRealTime();
 
