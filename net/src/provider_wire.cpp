@@ -681,10 +681,27 @@ decode_result openai_stream_decoder::decode(std::string_view data, std::vector<s
   std::optional<finish_reason> finish;
   token_usage usage;
   bool usage_present = false;
-  for (auto field : root) {
-    od::raw_json_string key;
+  // Look up the two fields that matter rather than visiting every field: a chunk's id,
+  // model, fingerprint… are skipped without being decoded. A payload without choices may
+  // be an error object.
+  for (const std::string_view key : {std::string_view("choices"), std::string_view("usage")}) {
     od::value value;
-    if (field.key().get(key) || field.value().get(value)) {
+    const auto found = root.find_field_unordered(key).get(value);
+    if (found == simdjson::NO_SUCH_FIELD) {
+      od::value err;
+      if (key == "choices" && !root.find_field_unordered("error").get(err)) {
+        error_fields fields;
+        if (!read_error_object(err, fields)) {
+          bad = true;
+          break;
+        }
+        auto e = error_from_fields(0, fields);
+        e.message = "error in stream: " + e.message;
+        return tl::unexpected(std::move(e));
+      }
+      continue;
+    }
+    if (found) {
       bad = true;
       break;
     }
@@ -709,19 +726,30 @@ decode_result openai_stream_decoder::decode(std::string_view data, std::vector<s
           break;
         }
         std::uint64_t choice_index = 0;
-        for (auto cf : choice) {
-          od::raw_json_string ckey;
-          od::value cvalue;
-          if (cf.key().get(ckey) || cf.value().get(cvalue)) {
+        {
+          od::value index_value;
+          const auto has_index = choice.find_field_unordered("index").get(index_value);
+          if ((has_index && has_index != simdjson::NO_SUCH_FIELD) ||
+              (!has_index && !get_count(index_value, choice_index))) {
             bad = true;
             break;
           }
-          if (ckey == "index") {
-            if (!get_count(cvalue, choice_index)) {
-              bad = true;
-              break;
-            }
-          } else if (ckey == "delta" && choice_index == 0) {
+        }
+        if (choice_index != 0) {
+          continue; // n > 1: only the first choice is followed
+        }
+        for (const std::string_view ckey :
+             {std::string_view("delta"), std::string_view("finish_reason")}) {
+          od::value cvalue;
+          const auto has_field = choice.find_field_unordered(ckey).get(cvalue);
+          if (has_field == simdjson::NO_SUCH_FIELD) {
+            continue;
+          }
+          if (has_field) {
+            bad = true;
+            break;
+          }
+          if (ckey == "delta") {
             od::object delta;
             od::json_type dtype;
             if (cvalue.type().get(dtype)) {
@@ -862,7 +890,7 @@ decode_result openai_stream_decoder::decode(std::string_view data, std::vector<s
                 break;
               }
             }
-          } else if (ckey == "finish_reason" && choice_index == 0) {
+          } else {
             std::string_view word;
             if (!get_string_or_null(cvalue, word)) {
               bad = true;
@@ -884,15 +912,6 @@ decode_result openai_stream_decoder::decode(std::string_view data, std::vector<s
       if (!read_openai_usage(value, usage, usage_present)) {
         bad = true;
       }
-    } else if (key == "error") {
-      error_fields fields;
-      if (!read_error_object(value, fields)) {
-        bad = true;
-        break;
-      }
-      auto err = error_from_fields(0, fields);
-      err.message = "error in stream: " + err.message;
-      return tl::unexpected(std::move(err));
     }
     if (bad) {
       break;

@@ -304,3 +304,21 @@ TEST_CASE("model lists are read from data ids", "[net][provider]") {
   CHECK(*ids == std::vector<std::string>{"a", "b"});
   CHECK_FALSE(parse_model_list("[]"));
 }
+
+TEST_CASE("openai decoder follows only the first choice and tolerates any field order",
+          "[net][provider]") {
+  openai_stream_decoder decoder;
+  std::vector<stream_event> events;
+  REQUIRE(decoder.decode(
+      R"({"usage":null,"choices":[{"delta":{"content":"zero"},"finish_reason":null,"index":0},{"index":1,"delta":{"content":"one"}}],"id":"x"})",
+      events));
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].text == "zero");
+  events.clear();
+  REQUIRE(decoder.decode(
+      R"({"choices":[{"finish_reason":"stop","index":0,"delta":{}}],"usage":{"completion_tokens":2,"prompt_tokens":1}})",
+      events));
+  REQUIRE(events.size() == 2);
+  CHECK(events[0].type == stream_event::kind::finish);
+  CHECK(events[1].usage == token_usage{1, 2, 3});
+}
