@@ -16,5 +16,7 @@ using command_action = std::function<int()>;
 void add_serve_command(CLI::App& cli, command_action& action);
 void add_version_command(CLI::App& cli, command_action& action);
 void add_migrate_command(CLI::App& cli, command_action& action);
+void add_mock_llm_command(CLI::App& cli, command_action& action);
+void add_chat_command(CLI::App& cli, command_action& action);
 
 } // namespace troupe::app

@@ -1,0 +1,160 @@
+#pragma once
+
+/// \file
+/// mock-llm: a MOCK model server for tests, demos and benchmarks. It speaks the OpenAI
+/// Chat Completions (`POST /v1/chat/completions`) and Anthropic Messages
+/// (`POST /v1/messages`) wire formats over real HTTP, streamed or whole, and answers from
+/// a script of rules or deterministically. It is not a model: its answers are canned.
+///
+/// Behaviour per request comes from the first matching rule (last user message
+/// containing a pattern, a tool result present or not, the call number), else from the
+/// default mode: when the request offers tools, has no tool result yet and the last user
+/// message names one of the tools, it calls that tool with `{"query": <message>}`;
+/// otherwise it answers "mock-llm reply …" padded with filler words to the token count.
+///
+/// Knobs (per rule, or per request with headers that win over the rule):
+/// `X-Mock-Tokens` words per answer, `X-Mock-TTFT-Ms` time to first token,
+/// `X-Mock-Token-Delay-Ms` delay between chunks, `X-Mock-Chunk-Tokens` words per chunk.
+/// Faults (`X-Mock-Fault`, or a rule's `fault`): `429[:SECONDS]` (with retry-after),
+/// `500`, `401`, `reset[:N]` (TCP reset after N chunks), `malformed[:N]` (a broken JSON
+/// chunk after N chunks), `stall:MS[:N]` (silence of MS ms after N chunks), `no-done`
+/// (the stream ends without [DONE] / message_stop), `split[:BYTES]` (every line written
+/// in pieces of BYTES bytes). `X-Mock-Fault-Until: K` applies the fault only while the
+/// server's call number is at most K (e.g. "fail twice, then answer").
+///
+/// `GET /_mock/stats` reports request counts and open connections as JSON;
+/// `GET /v1/models` lists the mock model.
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/asio/io_context.hpp>
+
+#include "troupe/net/http_server.hpp"
+#include "troupe/runtime/chat.hpp"
+#include "troupe/runtime/error.hpp"
+#include "troupe/runtime/settings.hpp"
+
+namespace troupe::net {
+
+/// Pacing and size of an answer. Unset fields fall back to the next level
+/// (header > rule > server default).
+struct mock_knobs {
+  std::optional<unsigned> tokens;
+  std::optional<unsigned> ttft_ms;
+  std::optional<unsigned> token_delay_ms;
+  std::optional<unsigned> chunk_tokens;
+  /// Bytes per tool-argument fragment (how finely tool calls are split).
+  std::optional<unsigned> argument_fragment_bytes;
+};
+
+/// An injected failure.
+struct mock_fault {
+  enum class kind { none, rate_limit, server_error, auth, reset, malformed, stall, no_done, split };
+  kind type = kind::none;
+  /// rate_limit: the retry-after value in seconds.
+  unsigned retry_after_s = 1;
+  /// reset, malformed, stall: after how many chunks.
+  unsigned after_chunks = 2;
+  /// stall: how long.
+  unsigned stall_ms = 0;
+  /// split: piece size in bytes.
+  unsigned split_bytes = 7;
+  /// Apply only while the call number is at most this (0: always).
+  unsigned until_call = 0;
+};
+
+/// Parses a fault spec such as "429:2", "reset:3", "stall:500:1", "split:5", "no-done".
+expected<mock_fault> parse_mock_fault(std::string_view spec);
+
+/// One scripted behaviour.
+struct mock_rule {
+  // -- match (all given conditions must hold) --
+  /// Substring the last user message must contain.
+  std::optional<std::string> user_contains;
+  /// Whether the conversation must (or must not) contain a tool result.
+  std::optional<bool> has_tool_result;
+  /// The exact call number (1 = the server's first completion request).
+  std::optional<std::uint64_t> call;
+  /// Matches while the call number is at most this.
+  std::optional<std::uint64_t> max_call;
+  // -- answer --
+  /// The answer text, split into words as tokens; unset: the default text.
+  std::optional<std::string> text;
+  /// Tool calls to make (arguments as JSON text); ids are generated when empty.
+  std::vector<tool_call> tool_calls;
+  /// Overrides the finish reason (e.g. length, content_filter).
+  std::optional<finish_reason> finish;
+  mock_knobs knobs;
+  mock_fault fault;
+};
+
+/// Parses a script: a JSON array of rules, an object `{"rules":[…]}`, or JSONL (one
+/// rule per line). A rule: `{"match":{"user":"…","has_tool_result":bool,"call":N,
+/// "max_call":N}, "reply":{"text":"…","tool_calls":[{"name":"…","arguments":{…}}],
+/// "finish_reason":"…"}, "tokens":N, "ttft_ms":N, "token_delay_ms":N, "chunk_tokens":N,
+/// "fault":"spec"}`.
+expected<std::vector<mock_rule>> parse_mock_script(std::string_view text);
+
+/// Server configuration.
+struct mock_llm_options {
+  std::vector<mock_rule> rules;
+  /// Defaults when neither header nor rule sets a knob.
+  unsigned tokens = 16;
+  unsigned ttft_ms = 0;
+  unsigned token_delay_ms = 0;
+  unsigned chunk_tokens = 1;
+  unsigned argument_fragment_bytes = 8;
+  std::string model = "mock-llm";
+  http_server_options server;
+};
+
+/// Counters for test assertions (also served at GET /_mock/stats).
+struct mock_llm_stats {
+  std::uint64_t requests = 0;
+  std::uint64_t completion_requests = 0;
+  std::uint64_t openai_requests = 0;
+  std::uint64_t anthropic_requests = 0;
+  std::uint64_t faults_injected = 0;
+  std::uint64_t streams_started = 0;
+  std::uint64_t streams_completed = 0;
+  /// Streams the client left before the end (cancelled, timed out, crashed).
+  std::uint64_t streams_abandoned = 0;
+  std::uint64_t chunks_sent = 0;
+  std::size_t active_streams = 0;
+  std::size_t open_connections = 0;
+};
+
+/// The mock server. Runs on the io_context it is given (any number of threads).
+class mock_llm_server {
+public:
+  mock_llm_server(asio::io_context& io, mock_llm_options options);
+  ~mock_llm_server();
+  mock_llm_server(const mock_llm_server&) = delete;
+  mock_llm_server& operator=(const mock_llm_server&) = delete;
+
+  /// Binds; returns the bound address (the real port when 0 was asked).
+  expected<endpoint> listen(const endpoint& where);
+  void start();
+  void stop(std::chrono::milliseconds grace, std::function<void()> done);
+
+  /// Thread-safe.
+  mock_llm_stats stats() const;
+  std::string stats_json() const;
+
+  struct state;
+
+private:
+  std::shared_ptr<state> state_;
+  std::unique_ptr<metrics_registry> metrics_;
+  std::unique_ptr<http_server> server_;
+};
+
+} // namespace troupe::net

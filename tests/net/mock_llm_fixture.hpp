@@ -1,0 +1,86 @@
+#pragma once
+
+// Runs mock-llm on its own io thread for loopback tests, and runs client coroutines to
+// completion on a test-local io_context.
+
+#include <chrono>
+#include <exception>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+
+#include "troupe/net/mock_llm_server.hpp"
+
+namespace troupe::test {
+
+namespace asio = boost::asio;
+
+class mock_llm_fixture {
+public:
+  explicit mock_llm_fixture(net::mock_llm_options options = {}) {
+    server_ = std::make_unique<net::mock_llm_server>(io_, std::move(options));
+    auto bound = server_->listen({"127.0.0.1", 0});
+    if (!bound) {
+      throw std::runtime_error(bound.error().message);
+    }
+    port_ = bound->port;
+    server_->start();
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  ~mock_llm_fixture() {
+    asio::post(io_,
+               [this] { server_->stop(std::chrono::milliseconds(50), [this] { io_.stop(); }); });
+    thread_.join();
+  }
+  mock_llm_fixture(const mock_llm_fixture&) = delete;
+  mock_llm_fixture& operator=(const mock_llm_fixture&) = delete;
+
+  std::string base_url() const {
+    return "http://127.0.0.1:" + std::to_string(port_) + "/v1";
+  }
+  std::uint16_t port() const {
+    return port_;
+  }
+  net::mock_llm_stats stats() const {
+    return server_->stats();
+  }
+
+private:
+  asio::io_context io_;
+  std::unique_ptr<net::mock_llm_server> server_;
+  std::thread thread_;
+  std::uint16_t port_ = 0;
+};
+
+/// Runs `task` on `io` until it completes (other work, such as curl's timers, may stay
+/// pending) and returns its value; rethrows its exception.
+template <class T> T run_until_done(asio::io_context& io, asio::awaitable<T> task) {
+  std::optional<T> out;
+  std::exception_ptr failure;
+  bool done = false;
+  asio::co_spawn(io, std::move(task), [&](std::exception_ptr e, T value) {
+    failure = e;
+    if (!e) {
+      out.emplace(std::move(value));
+    }
+    done = true;
+  });
+  while (!done) {
+    // run_one stops the context when it runs out of work; start it again.
+    if (io.stopped()) {
+      io.restart();
+    }
+    io.run_one();
+  }
+  if (failure) {
+    std::rethrow_exception(failure);
+  }
+  return std::move(*out);
+}
+
+} // namespace troupe::test
