@@ -14,14 +14,27 @@
 #include "troupe/actors/health.hpp"
 #include "troupe/actors/system_routes.hpp"
 #include "troupe/runtime/log.hpp"
+#include "troupe/storage/catalog_sync.hpp"
 #include "troupe/storage/data_dir.hpp"
 #include "troupe/storage/database.hpp"
+#include "troupe/tools/builtin_tools.hpp"
 
 namespace troupe::actors {
 
 namespace asio = boost::asio;
 
 namespace {
+
+// Tool names an agent may list: the built-in tools plus the run's control tools.
+std::vector<std::string> known_tool_names() {
+  tools::tool_registry registry;
+  (void)tools::register_builtin_tools(registry);
+  std::vector<std::string> names = {"finish", "plan", "sub_agent"};
+  for (const auto& t : registry.catalog().all()) {
+    names.push_back(t.name);
+  }
+  return names;
+}
 
 unsigned scheduler_threads(const actor_settings& s) {
   if (s.scheduler_threads > 0) {
@@ -99,6 +112,17 @@ struct node::impl {
       log::warn("marked {} run(s) interrupted: they were running when troupe last stopped",
                 recovered->interrupted_runs);
     }
+    // The declared providers and agents, before anything can read them. The writer
+    // actor does not exist yet, so this connection is still the only writer.
+    auto synced = storage::sync_declared_catalog(*conn, config.providers, config.agents);
+    if (!synced) {
+      return tl::unexpected(synced.error());
+    }
+    if (!config.providers.empty() || !config.agents.empty()) {
+      log::info("config catalog: {} provider(s) and {} agent(s) created, {} and {} updated",
+                synced->providers_created, synced->agents_created, synced->providers_updated,
+                synced->agents_updated);
+    }
     auto reads = storage::read_pool::open(path, config.storage.read_connections);
     if (!reads) {
       return tl::unexpected(reads.error());
@@ -152,6 +176,11 @@ expected<endpoint> node::start() {
     return tl::unexpected(lock.error());
   }
   d.data_dir = std::move(*lock);
+
+  // A wrong provider, model or tool in the config is a start-up error naming the agent.
+  if (auto ok = validate_agents(d.config.providers, d.config.agents, known_tool_names()); !ok) {
+    return tl::unexpected(ok.error());
+  }
 
   // Storage: migrate, recover interrupted runs, check integrity, open the read pool.
   if (auto ok = d.open_storage(); !ok) {
