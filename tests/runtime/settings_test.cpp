@@ -211,3 +211,23 @@ TEST_CASE("an unknown provider, model or tool is an error naming the agent",
   CHECK_THAT(twice.error().message, Catch::Contains("defined twice"));
   CHECK_FALSE(validate_agents({{"p", "warp-drive", "", "", "", {}}}, {}, {}));
 }
+
+TEST_CASE("printed settings include providers and agents but never an inline key",
+          "[runtime][settings][agents]") {
+  settings s;
+  s.providers.push_back({"local", "openai-compatible", "http://x/v1", "K", "sk-secret", {"m1"}});
+  agent_settings a;
+  a.name = "assistant";
+  a.provider = "local";
+  a.model = "m1";
+  a.system_prompt = "Say \"hi\".\nThen stop.";
+  a.tools = {"read"};
+  s.agents.push_back(a);
+  const auto text = to_toml(s);
+  CHECK(text.find("sk-secret") == std::string::npos);
+  auto again = apply_toml({}, text, "printed");
+  REQUIRE(again);
+  REQUIRE(again->agents.size() == 1);
+  CHECK(again->agents[0].system_prompt == a.system_prompt);
+  CHECK(again->providers[0].api_key_env == "K");
+}
