@@ -11,8 +11,10 @@
 #include <boost/asio/signal_set.hpp>
 #include <caf/all.hpp>
 
+#include "troupe/actors/demo_model.hpp"
 #include "troupe/actors/health.hpp"
 #include "troupe/actors/system_routes.hpp"
+#include "troupe/net/mock_llm_server.hpp"
 #include "troupe/runtime/log.hpp"
 #include "troupe/storage/catalog_sync.hpp"
 #include "troupe/storage/data_dir.hpp"
@@ -66,6 +68,9 @@ struct node::impl {
   std::unique_ptr<net::http_server> server;
   health_actor health;
   asio::signal_set signals;
+  // The in-process mock-llm serving the demo model, when it is in use.
+  std::unique_ptr<net::mock_llm_server> demo_model;
+  bool demo = false;
   // Storage: the writer connection goes to the store_writer; reads use the pool.
   std::shared_ptr<storage::connection> db_writer;
   std::shared_ptr<storage::read_pool> db_reads;
@@ -91,6 +96,47 @@ struct node::impl {
       stopped = true;
     }
     stopped_cv.notify_all();
+  }
+
+  // With no [[providers]] and [[agents]] in the config, declares an "assistant" agent:
+  // on OpenAI when OPENAI_API_KEY is set, else on the scripted demo model, served here
+  // by an in-process mock-llm and announced as such.
+  expected<void> use_embedded_catalog() {
+    if (!config.providers.empty() || !config.agents.empty()) {
+      return {};
+    }
+    const auto environment = environment_snapshot();
+    std::string demo_url;
+    const auto key = environment.find("OPENAI_API_KEY");
+    if (key == environment.end() || key->second.empty()) {
+      net::mock_llm_options options;
+      auto rules = net::parse_mock_script(demo_model_script());
+      if (!rules) {
+        return tl::unexpected(rules.error());
+      }
+      options.rules = std::move(*rules);
+      options.model = std::string(demo_model_name);
+      demo_model = std::make_unique<net::mock_llm_server>(io, std::move(options));
+      auto bound = demo_model->listen({"127.0.0.1", 0});
+      if (!bound) {
+        return tl::unexpected(bound.error());
+      }
+      demo_model->start();
+      demo_url = fmt::format("http://{}/v1", bound->to_string());
+    }
+    auto catalog = make_embedded_catalog(environment, demo_url);
+    config.providers = std::move(catalog.providers);
+    config.agents = std::move(catalog.agents);
+    demo = catalog.demo;
+    if (demo) {
+      log::warn("no model provider is configured and OPENAI_API_KEY is not set: agent "
+                "'assistant' answers with the SCRIPTED DEMO model (mock-llm at {}), not an LLM",
+                demo_url);
+    } else {
+      log::info("no providers configured: agent 'assistant' uses OpenAI ({}) via OPENAI_API_KEY",
+                config.agents.front().model);
+    }
+    return {};
   }
 
   // Opens the database: migrate, recover interrupted runs, check integrity, read pool.
@@ -176,6 +222,10 @@ expected<endpoint> node::start() {
     return tl::unexpected(lock.error());
   }
   d.data_dir = std::move(*lock);
+
+  if (auto ok = d.use_embedded_catalog(); !ok) {
+    return tl::unexpected(ok.error());
+  }
 
   // A wrong provider, model or tool in the config is a start-up error naming the agent.
   if (auto ok = validate_agents(d.config.providers, d.config.agents, known_tool_names()); !ok) {
@@ -276,6 +326,10 @@ int node::run() {
   wait();
   log::info("stopped");
   return 0;
+}
+
+bool node::demo_mode() const noexcept {
+  return impl_->demo;
 }
 
 const settings& node::config() const noexcept {

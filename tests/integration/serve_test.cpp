@@ -163,3 +163,14 @@ TEST_CASE("troupe serve refuses an agent with an unknown tool, naming the agent"
   CHECK(troupe.wait_exit() == 1);
   CHECK_THAT(troupe.output(), Catch::Contains("agent 'helper': unknown tool 'teleport'"));
 }
+
+TEST_CASE("with no provider configured troupe says plainly it serves the scripted demo model",
+          "[integration]") {
+  temp_dir dir;
+  ::unsetenv("OPENAI_API_KEY");
+  troupe_process troupe(serve_args(dir));
+  REQUIRE(troupe.wait_for_port());
+  CHECK_THAT(troupe.output(), Catch::Contains("SCRIPTED DEMO model"));
+  troupe.signal(SIGTERM);
+  CHECK(troupe.wait_exit() == 0);
+}
