@@ -625,6 +625,21 @@ std::string to_toml(const settings& s) {
   return out;
 }
 
+setting_sources command_line_sources(std::filesystem::path config_file,
+                                     std::map<std::string, std::string> flags) {
+  setting_sources sources;
+  sources.environment = environment_snapshot();
+  sources.config_file = std::move(config_file);
+  if (sources.config_file.empty()) {
+    if (const auto it = sources.environment.find("TROUPE_CONFIG");
+        it != sources.environment.end()) {
+      sources.config_file = it->second;
+    }
+  }
+  sources.flags = std::move(flags);
+  return sources;
+}
+
 std::map<std::string, std::string> environment_snapshot() {
   std::map<std::string, std::string> env;
   for (char** entry = environ; entry != nullptr && *entry != nullptr; ++entry) {
