@@ -4,9 +4,6 @@
 #include <map>
 #include <utility>
 
-#include <boost/asio/experimental/awaitable_operators.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/this_coro.hpp>
 #include <fmt/format.h>
 #include <simdjson.h>
 
@@ -27,6 +24,7 @@ namespace {
 
 using delta_atom = caf::atom_constant<caf::atom("delta")>;
 using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
+using tool_timeout_atom = caf::atom_constant<caf::atom("tool_tmo")>;
 
 constexpr auto write_timeout = std::chrono::seconds(30);
 // How long a parent waits for a child beyond the child's own deadline.
@@ -44,6 +42,8 @@ struct call_slot {
   harness::tool_status status = harness::tool_status::success;
   std::chrono::steady_clock::time_point started;
   std::chrono::milliseconds duration{0};
+  /// The io task running the call (its key in run_state::inflight), 0 for none.
+  std::uint64_t task = 0;
   /// sub_agent: children still running and their answers in task order.
   std::size_t children_pending = 0;
   std::vector<std::string> child_answers;
@@ -205,18 +205,11 @@ asio::awaitable<completion_outcome> llm_call(std::shared_ptr<net::provider_clien
 asio::awaitable<tools::tool_result>
 invoke_tool(std::shared_ptr<const tools::tool> impl,
             std::shared_ptr<const tools::sandbox_runner> sandbox, std::string arguments,
-            tools::tool_context context, std::chrono::milliseconds timeout) {
-  using namespace asio::experimental::awaitable_operators;
+            tools::tool_context context) {
+  // The tool's timeout is the run actor's (a delayed message that cancels this
+  // coroutine): cancellation then reaches the tool, and its sandbox, directly.
   context.sandbox = sandbox.get();
-  asio::steady_timer timer(co_await asio::this_coro::executor, timeout);
-  auto first = co_await (impl->invoke(std::move(arguments), std::move(context)) ||
-                         timer.async_wait(asio::use_awaitable));
-  if (first.index() == 0) {
-    co_return std::get<0>(std::move(first));
-  }
-  co_return tools::tool_failure(
-      "timeout",
-      fmt::format("the tool did not finish within {} ms and was stopped", timeout.count()));
+  co_return co_await impl->invoke(std::move(arguments), std::move(context));
 }
 
 // -- events, steps, writes ---------------------------------------------------------------
@@ -721,27 +714,52 @@ void start_call(run_actor* self, std::size_t index) {
   context.run_id = st.spec.run_id;
   context.call_id = slot.call.id;
   auto id = std::make_shared<std::uint64_t>(0);
-  auto task = start_io(self, st.spec.io.http->get_executor(),
-                       invoke_tool(slot.impl, st.spec.io.sandbox, slot.call.arguments,
-                                   std::move(context), st.spec.tool_timeout),
-                       [self, index, id](expected<tools::tool_result> r) {
-                         auto& s = self->state;
-                         s.inflight.erase(*id);
-                         if (s.finished) {
-                           return;
-                         }
-                         auto& sl = s.calls[index];
-                         if (!r) {
-                           settle(sl, tools::tool_failure("tool_error", r.error().message),
-                                  harness::tool_status::error);
-                         } else {
-                           const auto status =
-                               r->ok ? harness::tool_status::success : harness::tool_status::error;
-                           settle(sl, std::move(*r), status);
-                         }
-                         on_call_done(self, index);
-                       });
+  const int round = st.round;
+  auto task = start_io(
+      self, st.spec.io.http->get_executor(),
+      invoke_tool(slot.impl, st.spec.io.sandbox, slot.call.arguments, std::move(context)),
+      [self, index, id, round](expected<tools::tool_result> r) {
+        auto& s = self->state;
+        s.inflight.erase(*id);
+        // A call settled by its timeout completes later, maybe in a
+        // later round: ignore it then.
+        if (s.finished || s.round != round || index >= s.calls.size() || s.calls[index].done) {
+          return;
+        }
+        auto& sl = s.calls[index];
+        if (!r) {
+          settle(sl, tools::tool_failure("tool_error", r.error().message),
+                 harness::tool_status::error);
+        } else {
+          const auto status = r->ok ? harness::tool_status::success : harness::tool_status::error;
+          settle(sl, std::move(*r), status);
+        }
+        on_call_done(self, index);
+      });
   *id = track(self, std::move(task));
+  slot.task = *id;
+  self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(st.spec.tool_timeout),
+                     tool_timeout_atom::value, round, static_cast<std::uint64_t>(index));
+}
+
+/// A call ran out of time: cancel it (killing its processes) and report the timeout.
+void on_tool_timeout(run_actor* self, int round, std::size_t index) {
+  auto& st = self->state;
+  if (st.finished || st.round != round || index >= st.calls.size() || st.calls[index].done ||
+      st.calls[index].task == 0) {
+    return;
+  }
+  auto& slot = st.calls[index];
+  if (auto it = st.inflight.find(slot.task); it != st.inflight.end()) {
+    it->second.cancel();
+    st.inflight.erase(it);
+  }
+  settle(slot,
+         tools::tool_failure("timeout",
+                             fmt::format("the tool did not finish within {} ms and was stopped",
+                                         st.spec.tool_timeout.count())),
+         harness::tool_status::error);
+  on_call_done(self, index);
 }
 
 void end_tool_round(run_actor* self);
@@ -781,6 +799,7 @@ void on_call_done(run_actor* self, std::size_t index) {
   auto& slot = st.calls[index];
   slot.duration = std::chrono::duration_cast<std::chrono::milliseconds>(
       std::chrono::steady_clock::now() - slot.started);
+  publish_action_finished(self, slot);
   --st.running_calls;
   if (st.running_calls == 0) {
     start_calls(self);
@@ -831,7 +850,10 @@ void end_tool_round(run_actor* self) {
     input.end_object();
     record_step(self, "tool", slot.call.name, std::string(harness::to_string(slot.status)),
                 std::move(input).str(), harness::summarize(slot.result.content, 2000));
-    publish_action_finished(self, slot);
+    if (!slot.execute) {
+      // Executed calls were announced as they finished.
+      publish_action_finished(self, slot);
+    }
   }
   std::span<const harness::tool_event> round_events(st.ledger.tool_events().data() + first_event,
                                                     st.ledger.tool_events().size() - first_event);
@@ -1123,6 +1145,9 @@ caf::behavior run_behavior(run_actor* self, run_spec spec, caf::actor subscriber
       },
       [self](cancel_atom) {
         finish_run(self, storage::run_status::cancelled, {}, "the run was cancelled");
+      },
+      [self](tool_timeout_atom, int round, std::uint64_t index) {
+        on_tool_timeout(self, round, static_cast<std::size_t>(index));
       },
       [self](deadline_atom) {
         finish_run(self, storage::run_status::cancelled, {},
