@@ -82,6 +82,8 @@ struct run_state {
   std::map<std::uint64_t, io_task> inflight;
   std::uint64_t next_task = 0;
   std::vector<caf::actor> children;
+  /// User messages steered into the run, for the next LLM round.
+  std::vector<std::string> steered;
   std::vector<call_slot> calls;
   std::size_t next_call = 0;
   std::size_t running_calls = 0;
@@ -1028,6 +1030,10 @@ void next_round(run_actor* self) {
   }
   ++st.round;
   st.candidate_streamed = false;
+  for (auto& text : st.steered) {
+    push_message(self, chat_message{chat_role::user, std::move(text), {}, {}, {}});
+  }
+  st.steered.clear();
   completion_request request;
   request.model = st.model;
   request.stream = true;
@@ -1148,6 +1154,11 @@ caf::behavior run_behavior(run_actor* self, run_spec spec, caf::actor subscriber
       },
       [self](tool_timeout_atom, int round, std::uint64_t index) {
         on_tool_timeout(self, round, static_cast<std::size_t>(index));
+      },
+      [self](steer_atom, std::string& text) {
+        if (!self->state.finished) {
+          self->state.steered.push_back(std::move(text));
+        }
       },
       [self](deadline_atom) {
         finish_run(self, storage::run_status::cancelled, {},

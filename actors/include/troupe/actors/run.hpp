@@ -12,6 +12,7 @@
 ///   (run_atom)    -> run_result   starts the run; the answer arrives when it ends
 ///   (cancel_atom) -> void          cancels every in-flight LLM stream and tool call
 ///                                  (sandboxed processes are killed); ends as cancelled
+///   (steer_atom, std::string) -> void  adds a user message to the next LLM round
 /// The subscriber receives (event_atom, run_event) for every event, in order.
 
 #include <chrono>
@@ -40,6 +41,7 @@ namespace troupe::actors {
 using run_atom = caf::atom_constant<caf::atom("run")>;
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
 using event_atom = caf::atom_constant<caf::atom("event")>;
+using steer_atom = caf::atom_constant<caf::atom("steer")>;
 
 /// The default per-tool timeout.
 inline constexpr std::chrono::milliseconds default_tool_timeout{std::chrono::minutes(5)};
