@@ -1,0 +1,184 @@
+#include "troupe/actors/agent_chat.hpp"
+
+#include <algorithm>
+#include <cstdio>
+#include <future>
+#include <mutex>
+#include <thread>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <fmt/format.h>
+#include <simdjson.h>
+
+#include "troupe/actors/run.hpp"
+#include "troupe/net/provider_wire.hpp"
+#include "troupe/tools/builtin_tools.hpp"
+
+namespace troupe::actors {
+
+namespace {
+
+/// What the printer has shown, so that the final answer is not printed twice.
+struct printed {
+  std::mutex mutex;
+  std::string candidate;
+  bool ended = false;
+};
+
+void write_out(std::string_view text) {
+  std::fwrite(text.data(), 1, text.size(), stdout);
+  std::fflush(stdout);
+}
+
+/// Prints candidate text to stdout and everything else, briefly, to stderr.
+caf::behavior printer(caf::event_based_actor*, std::shared_ptr<printed> shown) {
+  return {[shown](event_atom, run_event& e) {
+    std::lock_guard lock(shown->mutex);
+    switch (e.type) {
+      case run_event_type::model_delta: {
+        simdjson::dom::parser parser;
+        simdjson::padded_string buffer(e.data_json);
+        simdjson::dom::element root;
+        std::string_view text;
+        if (parser.parse(buffer).get(root) != simdjson::SUCCESS ||
+            root["text"].get_string().get(text) != simdjson::SUCCESS) {
+          return;
+        }
+        shown->candidate += text;
+        write_out(text);
+        break;
+      }
+      case run_event_type::model_correction:
+        shown->candidate.clear();
+        fmt::print(stderr, "\n[correction] the answer above was rejected by the harness: {}\n",
+                   e.data_json);
+        break;
+      case run_event_type::run_completed:
+      case run_event_type::run_failed:
+      case run_event_type::run_cancelled:
+        shown->ended = true;
+        fmt::print(stderr, "[{}]\n", e.type_name());
+        break;
+      default:
+        fmt::print(stderr, "[{}] {}\n", e.type_name(), e.data_json);
+        break;
+    }
+  }};
+}
+
+} // namespace
+
+int run_agent_chat(agent_chat_options options) {
+  const auto& config = options.config;
+  auto agent = std::find_if(config.agents.begin(), config.agents.end(),
+                            [&](const agent_settings& a) { return a.name == options.agent; });
+  if (agent == config.agents.end()) {
+    fmt::print(stderr, "troupe chat: no agent named '{}' in the config\n", options.agent);
+    return 2;
+  }
+  auto provider =
+      std::find_if(config.providers.begin(), config.providers.end(),
+                   [&](const provider_settings& p) { return p.name == agent->provider; });
+  if (provider == config.providers.end()) {
+    fmt::print(stderr, "troupe chat: agent '{}' names unknown provider '{}'\n", agent->name,
+               agent->provider);
+    return 2;
+  }
+  auto type = net::parse_provider_type(provider->type);
+  if (!type) {
+    fmt::print(stderr, "troupe chat: provider '{}': {}\n", provider->name, type.error().message);
+    return 2;
+  }
+  net::provider_config provider_config;
+  provider_config.type = *type;
+  provider_config.base_url =
+      provider->base_url.empty() ? std::string(net::default_base_url(*type)) : provider->base_url;
+  provider_config.api_key = provider->resolve_api_key(environment_snapshot());
+
+  auto workspace =
+      options.workspace.empty() ? config.data_dir / "workspaces" / agent->name : options.workspace;
+  std::error_code ec;
+  std::filesystem::create_directories(workspace, ec);
+  if (ec) {
+    fmt::print(stderr, "troupe chat: cannot create the workspace {}: {}\n", workspace.string(),
+               ec.message());
+    return 2;
+  }
+  auto registry = std::make_shared<tools::tool_registry>();
+  if (auto ok = tools::register_builtin_tools(*registry); !ok) {
+    fmt::print(stderr, "troupe chat: {}\n", ok.error().message);
+    return 2;
+  }
+
+  boost::asio::io_context io;
+  auto guard = boost::asio::make_work_guard(io);
+  auto http = std::make_unique<net::http_client>(io.get_executor());
+  std::thread io_thread([&io] { io.run(); });
+  int code = 1;
+  {
+    caf::actor_system_config caf_config;
+    caf::actor_system system(caf_config);
+    run_spec spec;
+    spec.run_id = "cli-run";
+    spec.turn_id = "cli-turn";
+    spec.agent = *agent;
+    spec.provider = provider_config;
+    spec.objective = options.message;
+    spec.workspace = workspace;
+    spec.io.http = http.get();
+    spec.io.tools = registry;
+    spec.io.sandbox = std::make_shared<tools::sandbox_runner>();
+    auto shown = std::make_shared<printed>();
+    auto run = spawn_run(system, std::move(spec), system.spawn(printer, shown));
+    caf::scoped_actor self{system};
+    const auto limit =
+        std::chrono::duration_cast<caf::timespan>(agent->timeout) + std::chrono::seconds(30);
+    self->request(run, limit, run_atom::value)
+        .receive(
+            [&](run_result& r) {
+              // The printer may trail the result by a few events.
+              for (int i = 0; i < 200; ++i) {
+                std::lock_guard lock(shown->mutex);
+                if (shown->ended) {
+                  break;
+                }
+                std::this_thread::sleep_for(std::chrono::milliseconds(5));
+              }
+              std::lock_guard lock(shown->mutex);
+              if (r.status == storage::run_status::succeeded) {
+                // The accepted answer may not have been streamed (the finish tool) or may
+                // carry file links the candidate lacked.
+                if (r.text.starts_with(shown->candidate)) {
+                  write_out(std::string_view(r.text).substr(shown->candidate.size()));
+                } else {
+                  write_out("\n" + r.text);
+                }
+                write_out("\n");
+                fmt::print(stderr, "[done] {} rounds, {} LLM calls, {} + {} tokens, model {}\n",
+                           r.rounds, r.llm_calls, r.usage.prompt_tokens, r.usage.completion_tokens,
+                           r.model);
+                code = 0;
+              } else {
+                fmt::print(stderr, "troupe chat: the run {}: {}\n", storage::to_string(r.status),
+                           r.error);
+              }
+            },
+            [&](caf::error& e) {
+              fmt::print(stderr, "troupe chat: the run did not answer: {}\n", caf::to_string(e));
+            });
+  }
+  std::promise<void> gone;
+  boost::asio::post(io, [&http, &gone] {
+    http.reset();
+    gone.set_value();
+  });
+  gone.get_future().wait();
+  guard.reset();
+  io.stop();
+  io_thread.join();
+  return code;
+}
+
+} // namespace troupe::actors
