@@ -15,6 +15,7 @@
 #include "troupe/actors/run.hpp"
 #include "troupe/net/provider_wire.hpp"
 #include "troupe/tools/builtin_tools.hpp"
+#include "troupe/tools/control_tools.hpp"
 
 namespace troupe::actors {
 
@@ -85,6 +86,22 @@ int run_agent_chat(agent_chat_options options) {
     fmt::print(stderr, "troupe chat: agent '{}' names unknown provider '{}'\n", agent->name,
                agent->provider);
     return 2;
+  }
+  {
+    // Unknown providers, models or tools are start-up errors naming the agent.
+    tools::tool_registry known;
+    (void)tools::register_builtin_tools(known);
+    std::vector<std::string> names;
+    for (const auto& d : known.catalog().all()) {
+      names.push_back(d.name);
+    }
+    for (const auto& d : tools::control_tool_descriptors()) {
+      names.push_back(d.name);
+    }
+    if (auto valid = validate_agents(config.providers, config.agents, names); !valid) {
+      fmt::print(stderr, "troupe chat: {}\n", valid.error().message);
+      return 2;
+    }
   }
   auto type = net::parse_provider_type(provider->type);
   if (!type) {

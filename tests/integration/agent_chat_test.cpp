@@ -77,3 +77,21 @@ TEST_CASE("troupe chat --agent names an unknown agent", "[integration][agent_cha
   CHECK(status != 0);
   CHECK_THAT(out, Catch::Contains("no agent named 'nobody'"));
 }
+
+TEST_CASE("troupe chat --agent refuses an agent with an unknown tool, naming the agent",
+          "[integration][agent_chat]") {
+  storage::testing::temp_dir dir;
+  const auto config = dir.path() / "troupe.toml";
+  std::ofstream(config) << "data_dir = \"" << dir.path().string() << "\"\n\n"
+                        << "[[providers]]\nname = \"p\"\ntype = \"openai-compatible\"\n"
+                        << "base_url = \"http://127.0.0.1:9/v1\"\n\n"
+                        << "[[agents]]\nname = \"helper\"\nprovider = \"p\"\nmodel = \"m1\"\n"
+                        << "tools = [\"teleport\"]\n";
+  int status = -1;
+  const auto out = run_stdout(std::string(TROUPE_BINARY) + " chat --config " + config.string() +
+                                  " --agent helper hi 2>&1",
+                              status);
+  CHECK(status != 0);
+  CHECK_THAT(out, Catch::Contains("helper"));
+  CHECK_THAT(out, Catch::Contains("teleport"));
+}
