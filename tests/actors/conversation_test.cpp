@@ -89,6 +89,7 @@ TEST_CASE("a message arriving mid-run is processed after the run (followup)",
   CHECK(answers == std::vector<std::string>{"first answer", "second answer"});
   CHECK(w.llm_calls() == 2);
   // The second run started only after the first had completed.
+  REQUIRE(w.events->wait_for("run.completed", 2));
   std::vector<std::string> lifecycle;
   for (const auto& e : w.events->snapshot()) {
     if (e.type == run_event_type::run_started || e.type == run_event_type::run_completed) {
@@ -154,4 +155,50 @@ TEST_CASE("an idle conversation passivates and the registry spawns it again",
   CHECK(spawned->load() == 2);
   CHECK(say(w.system(), second, "hi again").text == "hello");
   caf::anon_send_exit(second, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("a message arriving mid-run cancels the run and runs next (interrupt)",
+          "[actors][conversation]") {
+  run_world w(R"([
+    {"match":{"user":"first"},"reply":{"text":"first answer"},"ttft_ms":3000},
+    {"match":{"user":"second"},"reply":{"text":"second answer"}}])");
+  auto conversation =
+      actors::spawn_conversation(w.system(), conversation_for(w, "c-3", queue_policy::interrupt));
+  caf::scoped_actor self{w.system()};
+  self->send(conversation, actors::send_atom::value, std::string("first message"));
+  std::this_thread::sleep_for(200ms);
+  self->send(conversation, actors::send_atom::value, std::string("second message"));
+  std::vector<actors::run_result> results;
+  for (int i = 0; i < 2; ++i) {
+    self->receive([&](actors::run_result& r) { results.push_back(std::move(r)); },
+                  caf::after(60s) >> [] { FAIL("no answer"); });
+  }
+  REQUIRE(results.size() == 2);
+  CHECK(results[0].status == run_status::cancelled);
+  CHECK(results[1].status == run_status::succeeded);
+  CHECK(results[1].text == "second answer");
+  caf::anon_send_exit(conversation, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("a message arriving mid-run steers the run's next round (steer)",
+          "[actors][conversation]") {
+  run_world w(R"([
+    {"match":{"user":"also mention bananas"},"reply":{"text":"Fruit listed, bananas included."}},
+    {"match":{"call":1},"reply":{"tool_calls":[{"name":"ls","arguments":{}}]},"ttft_ms":400},
+    {"reply":{"text":"Fruit listed."}}])");
+  auto conversation =
+      actors::spawn_conversation(w.system(), conversation_for(w, "c-4", queue_policy::steer));
+  caf::scoped_actor self{w.system()};
+  self->send(conversation, actors::send_atom::value, std::string("list the fruit"));
+  std::this_thread::sleep_for(100ms);
+  self->send(conversation, actors::send_atom::value, std::string("also mention bananas"));
+  std::vector<std::string> answers;
+  for (int i = 0; i < 2; ++i) {
+    self->receive([&](actors::run_result& r) { answers.push_back(r.text); },
+                  caf::after(60s) >> [] { FAIL("no answer"); });
+  }
+  CHECK(answers == std::vector<std::string>{"Fruit listed, bananas included.",
+                                            "Fruit listed, bananas included."});
+  CHECK(w.llm_calls() == 2);
+  caf::anon_send_exit(conversation, caf::exit_reason::user_shutdown);
 }

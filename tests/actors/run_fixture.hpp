@@ -35,6 +35,25 @@ struct event_log {
     std::lock_guard lock(mutex);
     return events;
   }
+  std::size_t count(const std::string& type_name) {
+    std::lock_guard lock(mutex);
+    std::size_t n = 0;
+    for (const auto& e : events) {
+      n += e.type_name() == type_name ? 1u : 0u;
+    }
+    return n;
+  }
+  /// Waits (up to 5 s) until `n` events of the type arrived: events travel through other
+  /// actors and may trail a run's result.
+  bool wait_for(const std::string& type_name, std::size_t n) {
+    for (int i = 0; i < 500; ++i) {
+      if (count(type_name) >= n) {
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
   bool has(const std::string& type_name) {
     std::lock_guard lock(mutex);
     for (const auto& e : events) {

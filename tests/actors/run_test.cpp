@@ -107,7 +107,7 @@ TEST_CASE("a progress-only final answer is rejected and the run continues",
   CHECK(w.llm_calls() == 2);
   CHECK(has_step(r, "continue_execution"));
   // The candidate was streamed, so subscribers were told to discard it.
-  CHECK(w.events->has("model.correction"));
+  CHECK(w.events->wait_for("model.correction", 1));
 }
 
 TEST_CASE("a claimed file without an artifact is rejected", "[actors][run][harness]") {
@@ -153,7 +153,7 @@ TEST_CASE("corrections stop at the budget with an explicit failure message",
   // Two corrections are sent (the default budget); the third rejection fails the run.
   CHECK(w.llm_calls() == 3);
   CHECK_THAT(r.error, Catch::Contains("final_answer_incomplete_progress"));
-  CHECK(w.events->has("run.failed"));
+  CHECK(w.events->wait_for("run.failed", 1));
 }
 
 TEST_CASE("a truncated tool call is never executed", "[actors][run][harness]") {
@@ -230,10 +230,7 @@ TEST_CASE("every event has the version, run id, turn id, a sequence and a timest
   const auto turn_id = spec.turn_id;
   auto r = w.run(std::move(spec));
   REQUIRE(r.status == run_status::succeeded);
-  // The last event is sent before the result; give the recorder its mailbox.
-  for (int i = 0; i < 100 && !w.events->has("run.completed"); ++i) {
-    std::this_thread::sleep_for(10ms);
-  }
+  REQUIRE(w.events->wait_for("run.completed", 1));
   auto events = w.events->snapshot();
   REQUIRE(events.size() >= 5);
   CHECK(events.front().type_name() == "run.started");
@@ -276,6 +273,7 @@ TEST_CASE("parallel tool calls run together and their results stay in call order
   }
   CHECK(outputs == std::vector<std::string>{"tag a", "tag b", "tag c"});
   // … while the calls finished in the order their waits ended: they ran in parallel.
+  REQUIRE(w.events->wait_for("action.finished", 3));
   std::vector<std::string> finished;
   for (const auto& e : w.events->snapshot()) {
     if (e.type_name() == "action.finished") {
