@@ -14,6 +14,8 @@
 
 #include "troupe/actors/run.hpp"
 #include "troupe/net/provider_wire.hpp"
+#include "troupe/storage/database.hpp"
+#include "troupe/storage/repositories.hpp"
 #include "troupe/tools/builtin_tools.hpp"
 #include "troupe/tools/control_tools.hpp"
 
@@ -67,6 +69,71 @@ caf::behavior printer(caf::event_based_actor*, std::shared_ptr<printed> shown) {
         break;
     }
   }};
+}
+
+/// The rows a CLI run is stored under: user "cli", the agent (by "config:<name>"), a new
+/// conversation and a queued run.
+struct stored_run {
+  storage::row_id conversation = 0;
+  storage::row_id run = 0;
+  std::string uuid;
+};
+
+expected<stored_run> prepare_rows(storage::connection& c, const agent_settings& agent) {
+  stored_run out;
+  auto user = storage::find_user_by_name(c, "cli");
+  storage::row_id user_id = 0;
+  if (user) {
+    user_id = user->id;
+  } else {
+    storage::user_record u;
+    u.name = "cli";
+    auto id = storage::insert_user(c, u);
+    if (!id) {
+      return tl::unexpected(id.error());
+    }
+    user_id = *id;
+  }
+  storage::row_id agent_id = 0;
+  if (auto found = storage::find_agent_by_uuid(c, "config:" + agent.name)) {
+    agent_id = found->id;
+  } else {
+    storage::agent_record a;
+    a.uuid = "config:" + agent.name;
+    a.name = agent.name;
+    a.system_prompt = agent.system_prompt;
+    a.main_model = agent.model;
+    a.fast_model = agent.fast_model;
+    a.fallback_model = agent.fallback_model;
+    auto id = storage::insert_agent(c, a);
+    if (!id) {
+      return tl::unexpected(id.error());
+    }
+    agent_id = *id;
+  }
+  const auto now = unix_millis_now();
+  storage::conversation_record conversation;
+  conversation.uuid = fmt::format("cli-{}", now);
+  conversation.owner_user_id = user_id;
+  conversation.agent_id = agent_id;
+  auto conversation_id = storage::insert_conversation(c, conversation);
+  if (!conversation_id) {
+    return tl::unexpected(conversation_id.error());
+  }
+  storage::run_record run;
+  out.uuid = fmt::format("cli-run-{}", now);
+  run.uuid = out.uuid;
+  run.conversation_id = *conversation_id;
+  run.agent_id = agent_id;
+  run.model = agent.model;
+  run.created_at = now;
+  auto run_id = storage::insert_run(c, run);
+  if (!run_id) {
+    return tl::unexpected(run_id.error());
+  }
+  out.conversation = *conversation_id;
+  out.run = *run_id;
+  return out;
 }
 
 } // namespace
@@ -148,6 +215,26 @@ int run_agent_chat(agent_chat_options options) {
     spec.io.tools = registry;
     spec.io.sandbox = std::make_shared<tools::sandbox_runner>();
     auto shown = std::make_shared<printed>();
+    // Persisted in the data directory's database when it opens; otherwise the run still
+    // happens and stderr says it was not stored.
+    std::optional<store_writer_actor> writer;
+    std::filesystem::create_directories(config.data_dir, ec);
+    if (auto db = storage::open_writer(storage::database_path(config.data_dir),
+                                       storage::sync_mode::normal)) {
+      if (auto rows = prepare_rows(*db, *agent)) {
+        spec.run_row = rows->run;
+        spec.conversation_row = rows->conversation;
+        writer =
+            spawn_store_writer(system, std::make_shared<storage::connection>(std::move(*db)), {});
+        spec.io.writer = writer;
+        fmt::print(stderr, "[stored] run {} in {}\n", rows->uuid,
+                   storage::database_path(config.data_dir).string());
+      } else {
+        fmt::print(stderr, "[not stored] {}\n", rows.error().message);
+      }
+    } else {
+      fmt::print(stderr, "[not stored] {}\n", db.error().message);
+    }
     auto run = spawn_run(system, std::move(spec), system.spawn(printer, shown));
     caf::scoped_actor self{system};
     const auto limit =
@@ -185,6 +272,10 @@ int run_agent_chat(agent_chat_options options) {
             [&](caf::error& e) {
               fmt::print(stderr, "troupe chat: the run did not answer: {}\n", caf::to_string(e));
             });
+    if (writer) {
+      // The writer commits what is queued before it stops.
+      self->send_exit(*writer, caf::exit_reason::user_shutdown);
+    }
   }
   std::promise<void> gone;
   boost::asio::post(io, [&http, &gone] {

@@ -64,6 +64,19 @@ TEST_CASE("troupe chat --agent runs the agent with its tools, answer to stdout, 
   CHECK_THAT(steps, Catch::Contains("notes.txt"));
   CHECK_THAT(steps, Catch::Contains("[run.completed]"));
   CHECK(mock.stats().completion_requests == 2);
+  // The run, its messages and steps are in the data directory's database.
+  auto db = storage::open_writer(storage::database_path(dir.path()), storage::sync_mode::normal);
+  REQUIRE(db);
+  auto runs = storage::list_runs_with_status(*db, storage::run_status::succeeded);
+  REQUIRE(runs);
+  REQUIRE(runs->size() == 1);
+  auto stored_steps = storage::list_steps(*db, runs->front().id);
+  REQUIRE(stored_steps);
+  CHECK(stored_steps->size() >= 3);
+  auto messages = storage::list_messages(*db, runs->front().conversation_id);
+  REQUIRE(messages);
+  REQUIRE_FALSE(messages->empty());
+  CHECK(messages->back().content == "Your workspace holds notes.txt.");
 }
 
 TEST_CASE("troupe chat --agent names an unknown agent", "[integration][agent_chat]") {
