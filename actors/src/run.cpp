@@ -488,9 +488,9 @@ void publish_action_finished(run_actor* self, const call_slot& slot) {
   publish(self, run_event_type::action_finished, std::move(w).str());
 }
 
-/// The blocked tools for a child run of `mode` at `depth`.
+/// The blocked tools for a child run of `mode` (explore, shell; anything else: general).
 std::vector<std::string> child_blocked_tools(const tools::tool_registry& registry,
-                                             std::string_view mode, int child_depth) {
+                                             std::string_view mode) {
   std::vector<std::string> allowed;
   if (mode == "explore") {
     allowed = {"read", "grep", "find", "ls"};
@@ -506,8 +506,8 @@ std::vector<std::string> child_blocked_tools(const tools::tool_registry& registr
     }
     blocked.push_back("plan");
   }
-  // Sub-agents never start sub-agents of their own (and nothing nests past the limit).
-  (void)child_depth;
+  // Sub-agents never start sub-agents of their own; the depth check in the pre-tool gate
+  // (max_run_depth) backs this up for runs spawned with sub_agent allowed.
   blocked.push_back("sub_agent");
   return blocked;
 }
@@ -555,7 +555,7 @@ void start_sub_agents(run_actor* self, std::size_t index) {
     child.provider = st.spec.provider;
     child.objective = std::string(objective);
     child.depth = st.spec.depth + 1;
-    child.blocked_tools = child_blocked_tools(*st.spec.io.tools, mode, child.depth);
+    child.blocked_tools = child_blocked_tools(*st.spec.io.tools, mode);
     child.use_fast_model = model == "fast";
     child.persist_user_message = false;
     child.workspace = st.spec.workspace;
