@@ -1,5 +1,5 @@
 // `troupe chat`: one-shot terminal chat against a provider, streaming the answer to
-// stdout as it arrives.
+// stdout as it arrives; with --agent, a full agent run (actors/agent_chat.hpp).
 
 #include <cstdio>
 #include <cstdlib>
@@ -14,6 +14,7 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
+#include "troupe/actors/agent_chat.hpp"
 #include "troupe/net/provider_client.hpp"
 
 namespace troupe::app {
@@ -35,6 +36,9 @@ struct chat_cli {
   bool no_stream = false;
   bool list_models = false;
   bool show_usage = false;
+  /// Run this configured agent (with its tools) instead of a raw provider chat.
+  std::string agent;
+  std::string config_file;
 };
 
 std::string env(const char* name) {
@@ -101,7 +105,38 @@ asio::awaitable<int> chat(net::http_client& http, net::provider_config config, c
   co_return 0;
 }
 
+int run_agent(chat_cli cli) {
+  setting_sources sources;
+  sources.environment = environment_snapshot();
+  sources.config_file = cli.config_file;
+  if (sources.config_file.empty()) {
+    if (auto it = sources.environment.find("TROUPE_CONFIG"); it != sources.environment.end()) {
+      sources.config_file = it->second;
+    }
+  }
+  auto resolved = resolve_settings(sources);
+  if (!resolved) {
+    fmt::print(stderr, "troupe chat: {}\n", resolved.error().message);
+    return 2;
+  }
+  if (cli.message.empty() || cli.message == "-") {
+    cli.message.assign(std::istreambuf_iterator<char>(std::cin), {});
+  }
+  if (cli.message.empty()) {
+    fmt::print(stderr, "troupe chat: no message (give one, or pipe it on stdin)\n");
+    return 2;
+  }
+  actors::agent_chat_options options;
+  options.config = std::move(*resolved);
+  options.agent = cli.agent;
+  options.message = cli.message;
+  return actors::run_agent_chat(std::move(options));
+}
+
 int run_chat(chat_cli cli) {
+  if (!cli.agent.empty()) {
+    return run_agent(std::move(cli));
+  }
   auto type = net::parse_provider_type(cli.provider_type);
   if (!type) {
     fmt::print(stderr, "troupe chat: {}\n", type.error().message);
@@ -170,6 +205,10 @@ void add_chat_command(CLI::App& cli, command_action& action) {
   cmd->add_flag("--no-stream", opts->no_stream, "wait for the whole answer instead of streaming");
   cmd->add_flag("--list-models", opts->list_models, "list the provider's models and exit");
   cmd->add_flag("--usage", opts->show_usage, "print token usage to stderr");
+  cmd->add_option("--agent", opts->agent,
+                  "run this [[agents]] entry with its tools (answer to stdout, steps to stderr)");
+  cmd->add_option("--config", opts->config_file,
+                  "TOML config file with [[providers]] and [[agents]] (env TROUPE_CONFIG)");
   cmd->callback([&action, opts] { action = [opts] { return run_chat(*opts); }; });
 }
 

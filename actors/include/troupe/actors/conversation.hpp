@@ -1,0 +1,78 @@
+#pragma once
+
+/// \file
+/// The conversation actor and the registry that finds it.
+///
+/// A conversation runs one agent run at a time. A message that arrives while a run is in
+/// flight is handled under the agent's queue policy and is never dropped silently:
+///   followup  - queued; runs after the current run, in arrival order;
+///   collect   - queued messages are merged into one run after the current one;
+///   steer     - added to the current run's next LLM round (answered with its result);
+///   interrupt - the current run is cancelled and the message runs next.
+/// Subscribers receive every event of every run. After `idle_ttl` without activity the
+/// actor passivates (quits): its state is in SQLite, the registry spawns it again.
+///
+/// Interface (untyped):
+///   (send_atom, std::string text) -> run_result   the result of the run that handled it
+///   (subscribe_atom, caf::actor)  -> void          events as (event_atom, run_event)
+///
+/// The registry is sharded by conversation id; each shard serializes creation in its
+/// mailbox, so concurrent first messages for one id get the same actor:
+///   (get_atom, std::string id) -> caf::actor
+
+#include <chrono>
+#include <cstddef>
+#include <functional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "troupe/actors/run.hpp"
+
+namespace troupe::actors {
+
+using send_atom = caf::atom_constant<caf::atom("send")>;
+using subscribe_atom = caf::atom_constant<caf::atom("subscribe")>;
+using get_atom = caf::atom_constant<caf::atom("get")>;
+
+/// What a conversation needs to start runs.
+struct conversation_spec {
+  /// Public conversation id.
+  std::string id;
+  /// The conversation's row and owner's agent row; 0: runs are not persisted.
+  storage::row_id conversation_row = 0;
+  storage::row_id agent_row = 0;
+  agent_settings agent;
+  net::provider_config provider;
+  std::filesystem::path workspace;
+  std::chrono::milliseconds tool_timeout = default_tool_timeout;
+  run_io io;
+  /// Messages kept in memory for the next run's prompt.
+  std::size_t history_limit = 100;
+  std::chrono::milliseconds idle_ttl{std::chrono::minutes(10)};
+};
+
+caf::actor spawn_conversation(caf::actor_system& system, conversation_spec spec);
+
+/// Makes the conversation actor for an id (loads or creates what it needs).
+using conversation_factory = std::function<caf::actor(caf::actor_system&, const std::string&)>;
+
+/// Routes conversation ids to registry shards.
+class conversation_registry {
+public:
+  conversation_registry(caf::actor_system& system, conversation_factory factory,
+                        std::size_t shards = 8);
+
+  /// The shard that owns `id`; ask it (get_atom, id) for the conversation actor.
+  const caf::actor& shard_for(std::string_view id) const;
+  std::size_t shard_count() const noexcept {
+    return shards_.size();
+  }
+
+private:
+  std::vector<caf::actor> shards_;
+};
+
+} // namespace troupe::actors

@@ -1,0 +1,127 @@
+#pragma once
+
+/// \file
+/// The run actor: the supervisor of one agent run. It owns the task contract, the
+/// evidence ledger, the plan, the correction budget and the deadline; drives LLM rounds
+/// through the provider client and tool rounds through the tools, both as coroutines on
+/// the http client's io executor (started through the bridge); publishes the run's
+/// events to a subscriber; persists messages, steps and the run status through the
+/// store_writer; and answers the actor that started it with the run's result.
+///
+/// Interface (untyped actor, so that it can also receive its own I/O completions):
+///   (run_atom)    -> run_result   starts the run; the answer arrives when it ends
+///   (cancel_atom) -> void          cancels every in-flight LLM stream and tool call
+///                                  (sandboxed processes are killed); ends as cancelled
+///   (steer_atom, std::string) -> void  adds a user message to the next LLM round
+/// The subscriber receives (event_atom, run_event) for every event, in order.
+
+#include <chrono>
+#include <cstdint>
+#include <filesystem>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "troupe/actors/store_writer.hpp"
+#include "troupe/net/http_client.hpp"
+#include "troupe/net/provider_client.hpp"
+#include "troupe/runtime/agent_config.hpp"
+#include "troupe/runtime/chat.hpp"
+#include "troupe/runtime/harness/evidence_ledger.hpp"
+#include "troupe/runtime/run_event.hpp"
+#include "troupe/storage/records.hpp"
+#include "troupe/tools/sandbox.hpp"
+#include "troupe/tools/tool.hpp"
+
+namespace troupe::actors {
+
+using run_atom = caf::atom_constant<caf::atom("run")>;
+using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
+using event_atom = caf::atom_constant<caf::atom("event")>;
+using steer_atom = caf::atom_constant<caf::atom("steer")>;
+
+/// The default per-tool timeout.
+inline constexpr std::chrono::milliseconds default_tool_timeout{std::chrono::minutes(5)};
+
+/// Deepest sub-agent nesting: a run at this depth may not start sub-agents.
+inline constexpr int max_run_depth = 3;
+
+/// What a run uses for I/O. Everything here outlives the run.
+struct run_io {
+  /// LLM rounds and tool calls run on this client's executor.
+  net::http_client* http = nullptr;
+  std::shared_ptr<const tools::tool_registry> tools;
+  /// Null: tools that need a sandbox fail closed.
+  std::shared_ptr<const tools::sandbox_runner> sandbox;
+  /// Unset: nothing is persisted.
+  std::optional<store_writer_actor> writer;
+};
+
+/// Everything one run needs.
+struct run_spec {
+  /// Public ids for events.
+  std::string run_id;
+  std::string turn_id;
+  /// Database rows; 0: not persisted (the run row is created by the caller, queued).
+  storage::row_id run_row = 0;
+  storage::row_id conversation_row = 0;
+  agent_settings agent;
+  /// The agent's provider, resolved (base URL, key, deadlines, retry policy).
+  net::provider_config provider;
+  /// Earlier messages of the conversation (without a system message).
+  std::vector<chat_message> history;
+  /// The user's message for this run.
+  std::string objective;
+  /// 0 for a top-level run; sub-agents are parent depth + 1.
+  int depth = 0;
+  /// Tools the caller forbids for this run (sub-agent mode and depth limits).
+  std::vector<std::string> blocked_tools;
+  /// Use the agent's fast model (sub-agent tasks with model "fast").
+  bool use_fast_model = false;
+  /// Persist the objective as a user message (false when the caller already has).
+  bool persist_user_message = true;
+  std::filesystem::path workspace;
+  std::chrono::milliseconds tool_timeout = default_tool_timeout;
+  run_io io;
+};
+
+/// One entry of a run's step summary (the steps also go to the database).
+struct run_step {
+  /// llm, tool, harness or model.
+  std::string kind;
+  std::string name;
+  std::string status;
+  /// A short JSON or text detail.
+  std::string detail;
+};
+
+/// How a run ended.
+struct run_result {
+  /// succeeded, failed or cancelled.
+  storage::run_status status = storage::run_status::failed;
+  /// The accepted final answer (with links to its files).
+  std::string text;
+  /// Why the run failed or was cancelled.
+  std::string error;
+  token_usage usage;
+  /// LLM rounds started and provider calls made.
+  int rounds = 0;
+  int llm_calls = 0;
+  /// The model of the last LLM round (the fallback model once it was switched to).
+  std::string model;
+  std::vector<run_step> steps;
+  /// Files the run (and its sub-agents) produced.
+  std::vector<harness::artifact> artifacts;
+};
+
+/// Spawns a run actor; it starts when it receives `run_atom`. `subscriber` (may be
+/// invalid) receives its events.
+caf::actor spawn_run(caf::actor_system& system, run_spec spec, caf::actor subscriber);
+
+} // namespace troupe::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::run_result)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::run_event)

@@ -1,0 +1,212 @@
+#pragma once
+
+// A run actor's world for tests: mock-llm on loopback with a script, an io thread with
+// an http client, the built-in tools, a real sandbox, a workspace directory, a CAF
+// actor system and a subscriber that records every event.
+
+#include <chrono>
+#include <future>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <caf/all.hpp>
+#include <catch2/catch.hpp>
+
+#include "net/mock_llm_fixture.hpp"
+#include "storage/storage_fixture.hpp"
+#include "troupe/actors/run.hpp"
+#include "troupe/net/http_client.hpp"
+#include "troupe/tools/builtin_tools.hpp"
+
+namespace troupe::test {
+
+/// Every event a subscriber received, thread-safe.
+struct event_log {
+  std::mutex mutex;
+  std::vector<run_event> events;
+
+  std::vector<run_event> snapshot() {
+    std::lock_guard lock(mutex);
+    return events;
+  }
+  std::size_t count(const std::string& type_name) {
+    std::lock_guard lock(mutex);
+    std::size_t n = 0;
+    for (const auto& e : events) {
+      n += e.type_name() == type_name ? 1u : 0u;
+    }
+    return n;
+  }
+  /// Waits (up to 5 s) until `n` events of the type arrived: events travel through other
+  /// actors and may trail a run's result.
+  bool wait_for(const std::string& type_name, std::size_t n) {
+    for (int i = 0; i < 500; ++i) {
+      if (count(type_name) >= n) {
+        return true;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(10));
+    }
+    return false;
+  }
+  bool has(const std::string& type_name) {
+    std::lock_guard lock(mutex);
+    for (const auto& e : events) {
+      if (e.type_name() == type_name) {
+        return true;
+      }
+    }
+    return false;
+  }
+};
+
+inline caf::behavior event_recorder(caf::event_based_actor*, std::shared_ptr<event_log> log) {
+  return {[log](actors::event_atom, run_event& e) {
+    std::lock_guard lock(log->mutex);
+    log->events.push_back(std::move(e));
+  }};
+}
+
+inline net::mock_llm_options script(std::string_view json) {
+  net::mock_llm_options options;
+  auto rules = net::parse_mock_script(json);
+  if (!rules) {
+    throw std::runtime_error(rules.error().message);
+  }
+  options.rules = std::move(*rules);
+  return options;
+}
+
+class run_world {
+public:
+  explicit run_world(std::string_view mock_script, bool with_sandbox = false)
+      : mock(script(mock_script)), guard_(io_.get_executor()),
+        http_(std::make_unique<net::http_client>(io_.get_executor())), system_(config_) {
+    auto registry = std::make_shared<tools::tool_registry>();
+    if (auto ok = tools::register_builtin_tools(*registry); !ok) {
+      throw std::runtime_error(ok.error().message);
+    }
+    tools = registry;
+    if (with_sandbox) {
+      sandbox = std::make_shared<tools::sandbox_runner>();
+    }
+    thread_ = std::thread([this] { io_.run(); });
+  }
+  ~run_world() {
+    // The client lives on the io thread: destroy it there.
+    std::promise<void> gone;
+    asio::post(io_, [this, &gone] {
+      http_.reset();
+      gone.set_value();
+    });
+    gone.get_future().wait();
+    guard_.reset();
+    io_.stop();
+    thread_.join();
+  }
+  run_world(const run_world&) = delete;
+  run_world& operator=(const run_world&) = delete;
+
+  /// A spec for agent "tester" on the mock with the given tools.
+  actors::run_spec spec(std::string objective, std::vector<std::string> agent_tools = {}) {
+    actors::run_spec s;
+    s.run_id = "run-" + std::to_string(++runs_);
+    s.turn_id = "turn-" + std::to_string(runs_);
+    s.agent.name = "tester";
+    s.agent.provider = "mock";
+    s.agent.model = "m1";
+    s.agent.system_prompt = "You are a test agent.";
+    s.agent.tools = std::move(agent_tools);
+    s.agent.timeout = std::chrono::seconds(60);
+    s.provider.type = net::provider_type::openai_compatible;
+    s.provider.base_url = mock.base_url();
+    s.provider.api_key = "test";
+    s.provider.retry.max_attempts = 1;
+    s.objective = std::move(objective);
+    s.workspace = workspace.path();
+    s.io.http = http_.get();
+    s.io.tools = tools;
+    s.io.sandbox = sandbox;
+    return s;
+  }
+
+  /// Spawns a run with an event recorder.
+  caf::actor spawn(actors::run_spec s) {
+    auto recorder = system_.spawn(event_recorder, events);
+    return actors::spawn_run(system_, std::move(s), recorder);
+  }
+
+  /// Starts `run` and waits for its result.
+  actors::run_result await(const caf::actor& run,
+                           std::chrono::seconds timeout = std::chrono::seconds(60)) {
+    caf::scoped_actor self{system_};
+    std::optional<actors::run_result> out;
+    self->request(run, timeout, actors::run_atom::value)
+        .receive([&](actors::run_result& r) { out = std::move(r); },
+                 [&](caf::error& e) { FAIL("the run did not answer: " << caf::to_string(e)); });
+    return std::move(*out);
+  }
+
+  actors::run_result run(actors::run_spec s) {
+    return await(spawn(std::move(s)));
+  }
+
+  std::uint64_t llm_calls() const {
+    return mock.stats().completion_requests;
+  }
+
+  caf::actor_system& system() {
+    return system_;
+  }
+
+  mock_llm_fixture mock;
+  storage::testing::temp_dir workspace;
+  std::shared_ptr<const tools::tool_registry> tools;
+  std::shared_ptr<const tools::sandbox_runner> sandbox;
+  std::shared_ptr<event_log> events = std::make_shared<event_log>();
+
+private:
+  asio::io_context io_;
+  asio::executor_work_guard<asio::io_context::executor_type> guard_;
+  std::unique_ptr<net::http_client> http_;
+  std::thread thread_;
+  caf::actor_system_config config_;
+  caf::actor_system system_;
+  int runs_ = 0;
+};
+
+/// Names of the steps of kind `kind`, in order.
+inline std::vector<std::string> step_names(const actors::run_result& r, std::string_view kind) {
+  std::vector<std::string> out;
+  for (const auto& s : r.steps) {
+    if (s.kind == kind) {
+      out.push_back(s.name);
+    }
+  }
+  return out;
+}
+
+inline bool has_step(const actors::run_result& r, std::string_view name) {
+  for (const auto& s : r.steps) {
+    if (s.name == name) {
+      return true;
+    }
+  }
+  return false;
+}
+
+inline const actors::run_step* find_step(const actors::run_result& r, std::string_view name) {
+  for (const auto& s : r.steps) {
+    if (s.name == name) {
+      return &s;
+    }
+  }
+  return nullptr;
+}
+
+} // namespace troupe::test
