@@ -14,6 +14,8 @@
 
 #include "troupe/actors/run.hpp"
 #include "troupe/net/provider_wire.hpp"
+#include "troupe/storage/catalog_sync.hpp"
+#include "troupe/storage/data_dir.hpp"
 #include "troupe/storage/database.hpp"
 #include "troupe/storage/repositories.hpp"
 #include "troupe/tools/builtin_tools.hpp"
@@ -71,15 +73,17 @@ caf::behavior printer(caf::event_based_actor*, std::shared_ptr<printed> shown) {
   }};
 }
 
-/// The rows a CLI run is stored under: user "cli", the agent (by "config:<name>"), a new
-/// conversation and a queued run.
+/// The rows a CLI run is stored under: user "cli", the declared agent (synced by name),
+/// a new conversation and a queued run.
 struct stored_run {
   storage::row_id conversation = 0;
   storage::row_id run = 0;
   std::string uuid;
 };
 
-expected<stored_run> prepare_rows(storage::connection& c, const agent_settings& agent) {
+expected<stored_run> prepare_rows(storage::connection& c, const agent_settings& agent,
+                                  const std::vector<provider_settings>& providers,
+                                  const std::vector<agent_settings>& agents) {
   stored_run out;
   auto user = storage::find_user_by_name(c, "cli");
   storage::row_id user_id = 0;
@@ -94,23 +98,22 @@ expected<stored_run> prepare_rows(storage::connection& c, const agent_settings& 
     }
     user_id = *id;
   }
-  storage::row_id agent_id = 0;
-  if (auto found = storage::find_agent_by_uuid(c, "config:" + agent.name)) {
-    agent_id = found->id;
-  } else {
-    storage::agent_record a;
-    a.uuid = "config:" + agent.name;
-    a.name = agent.name;
-    a.system_prompt = agent.system_prompt;
-    a.main_model = agent.model;
-    a.fast_model = agent.fast_model;
-    a.fallback_model = agent.fallback_model;
-    auto id = storage::insert_agent(c, a);
-    if (!id) {
-      return tl::unexpected(id.error());
-    }
-    agent_id = *id;
+  // The declared catalog, synced by name exactly as `troupe serve` does at start.
+  if (auto synced = storage::sync_declared_catalog(c, providers, agents); !synced) {
+    return tl::unexpected(synced.error());
   }
+  auto stmt = c.prepare("SELECT id FROM agents WHERE name = ? ORDER BY id LIMIT 1");
+  if (!stmt) {
+    return tl::unexpected(stmt.error());
+  }
+  if (auto bound = stmt->bind_all(agent.name); !bound) {
+    return tl::unexpected(bound.error());
+  }
+  auto row = stmt->step();
+  if (!row || !*row) {
+    return fail(errc::not_found, fmt::format("agent '{}' is not in the database", agent.name));
+  }
+  const storage::row_id agent_id = stmt->int64(0);
   const auto now = unix_millis_now();
   storage::conversation_record conversation;
   conversation.uuid = fmt::format("cli-{}", now);
@@ -218,10 +221,14 @@ int run_agent_chat(agent_chat_options options) {
     // Persisted in the data directory's database when it opens; otherwise the run still
     // happens and stderr says it was not stored.
     std::optional<store_writer_actor> writer;
-    std::filesystem::create_directories(config.data_dir, ec);
-    if (auto db = storage::open_writer(storage::database_path(config.data_dir),
-                                       storage::sync_mode::normal)) {
-      if (auto rows = prepare_rows(*db, *agent)) {
+    // The data directory's lock keeps this the only writer; when a server holds it, the
+    // run still happens and is not stored.
+    auto data_lock = storage::open_data_dir(config.data_dir);
+    if (!data_lock) {
+      fmt::print(stderr, "[not stored] {}\n", data_lock.error().message);
+    } else if (auto db = storage::open_writer(storage::database_path(config.data_dir),
+                                              storage::sync_mode::normal)) {
+      if (auto rows = prepare_rows(*db, *agent, config.providers, config.agents)) {
         spec.run_row = rows->run;
         spec.conversation_row = rows->conversation;
         writer =
