@@ -159,16 +159,8 @@ int run_agent_chat(agent_chat_options options) {
   }
   {
     // Unknown providers, models or tools are start-up errors naming the agent.
-    tools::tool_registry known;
-    (void)tools::register_builtin_tools(known);
-    std::vector<std::string> names;
-    for (const auto& d : known.catalog().all()) {
-      names.push_back(d.name);
-    }
-    for (const auto& d : tools::control_tool_descriptors()) {
-      names.push_back(d.name);
-    }
-    if (auto valid = validate_agents(config.providers, config.agents, names); !valid) {
+    if (auto valid = validate_agents(config.providers, config.agents, tools::known_tool_names());
+        !valid) {
       fmt::print(stderr, "troupe chat: {}\n", valid.error().message);
       return 2;
     }

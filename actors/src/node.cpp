@@ -19,24 +19,13 @@
 #include "troupe/storage/catalog_sync.hpp"
 #include "troupe/storage/data_dir.hpp"
 #include "troupe/storage/database.hpp"
-#include "troupe/tools/builtin_tools.hpp"
+#include "troupe/tools/control_tools.hpp"
 
 namespace troupe::actors {
 
 namespace asio = boost::asio;
 
 namespace {
-
-// Tool names an agent may list: the built-in tools plus the run's control tools.
-std::vector<std::string> known_tool_names() {
-  tools::tool_registry registry;
-  (void)tools::register_builtin_tools(registry);
-  std::vector<std::string> names = {"finish", "plan", "sub_agent"};
-  for (const auto& t : registry.catalog().all()) {
-    names.push_back(t.name);
-  }
-  return names;
-}
 
 unsigned scheduler_threads(const actor_settings& s) {
   if (s.scheduler_threads > 0) {
@@ -228,7 +217,8 @@ expected<endpoint> node::start() {
   }
 
   // A wrong provider, model or tool in the config is a start-up error naming the agent.
-  if (auto ok = validate_agents(d.config.providers, d.config.agents, known_tool_names()); !ok) {
+  if (auto ok = validate_agents(d.config.providers, d.config.agents, tools::known_tool_names());
+      !ok) {
     return tl::unexpected(ok.error());
   }
 

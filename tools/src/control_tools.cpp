@@ -1,5 +1,7 @@
 #include "troupe/tools/control_tools.hpp"
 
+#include "troupe/tools/builtin_tools.hpp"
+
 namespace troupe::tools {
 
 const tool_descriptor& finish_tool_descriptor() {
@@ -51,6 +53,19 @@ std::vector<tool_descriptor> control_tool_descriptors() {
 
 bool is_control_tool(std::string_view name) noexcept {
   return name == "finish" || name == "plan" || name == "sub_agent";
+}
+
+std::vector<std::string> known_tool_names() {
+  tool_registry builtins;
+  (void)register_builtin_tools(builtins);
+  std::vector<std::string> names;
+  for (const auto& d : builtins.catalog().all()) {
+    names.push_back(d.name);
+  }
+  for (const auto& d : control_tool_descriptors()) {
+    names.push_back(d.name);
+  }
+  return names;
 }
 
 } // namespace troupe::tools

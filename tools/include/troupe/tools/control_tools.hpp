@@ -27,6 +27,9 @@ const tool_descriptor& sub_agent_tool_descriptor();
 /// The three descriptors, in the order above.
 std::vector<tool_descriptor> control_tool_descriptors();
 
+/// Every tool name an agent may list: the built-in tools and the control tools.
+std::vector<std::string> known_tool_names();
+
 /// True for finish, plan and sub_agent.
 bool is_control_tool(std::string_view name) noexcept;
 
