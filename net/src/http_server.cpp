@@ -149,17 +149,25 @@ std::string allow_header(const std::vector<http_method>& methods) {
   return out;
 }
 
-// Waits out the request deadline. Once the handler has turned the response into a stream
-// the deadline no longer applies, so it then waits until cancelled.
+// Waits out the request deadline: the server's, or a later one the handler asked for
+// (`extend_deadline`). Once the handler has turned the response into a stream the
+// deadline no longer applies, so it then waits until cancelled.
 asio::awaitable<void> request_deadline(const request_context& ctx,
                                        std::chrono::milliseconds timeout) {
   asio::steady_timer timer(co_await asio::this_coro::executor, timeout);
-  auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
-  if (ec || !ctx.streaming()) {
-    co_return;
+  for (;;) {
+    auto [ec] = co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+    if (ec) {
+      co_return;
+    }
+    if (ctx.streaming()) {
+      timer.expires_at(steady_clock::time_point::max());
+    } else if (ctx.deadline_extension() > steady_clock::now()) {
+      timer.expires_at(ctx.deadline_extension());
+    } else {
+      co_return;
+    }
   }
-  timer.expires_at(steady_clock::time_point::max());
-  co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
 }
 
 asio::awaitable<http_response> call_handler(const route_handler& handler, request_context& ctx) {
@@ -660,6 +668,10 @@ std::string_view request_context::param(std::string_view name) const noexcept {
 
 asio::any_io_executor request_context::executor() const {
   return conn_->stream.get_executor();
+}
+
+void request_context::extend_deadline(std::chrono::milliseconds from_now) {
+  deadline_extension_ = steady_clock::now() + from_now;
 }
 
 void request_context::set_route(std::string pattern,

@@ -89,6 +89,10 @@ router test_routes(std::shared_ptr<stream_slot> slot) {
   r.add(http_method::get, "/slow", [](request_context& ctx) {
     return sleep_then_answer(std::chrono::milliseconds(std::stoi(ctx.request().query_param("ms"))));
   });
+  r.add(http_method::get, "/patient", [](request_context& ctx) {
+    ctx.extend_deadline(std::chrono::seconds(5));
+    return sleep_then_answer(std::chrono::milliseconds(std::stoi(ctx.request().query_param("ms"))));
+  });
   r.add(http_method::post, "/upload", [](request_context& ctx) {
     return echo_name(std::to_string(ctx.request().body.size()), ctx.request_id());
   });
@@ -189,6 +193,15 @@ TEST_CASE("server answers 504 when a handler outlives the request deadline", "[n
   CHECK(status_of(r) == 504);
   CHECK_THAT(body_of(r), Catch::Contains(R"("code":"timeout")"));
   CHECK(std::chrono::steady_clock::now() - start < 3s);
+}
+
+TEST_CASE("a handler may extend its own deadline", "[net][http]") {
+  http_server_options options;
+  options.request_timeout = 200ms;
+  running_server s(test_routes(std::make_shared<stream_slot>()), options);
+  const auto r = http_exchange(s.port, "GET", "/patient?ms=600");
+  CHECK(status_of(r) == 200);
+  CHECK(body_of(r) == "slept");
 }
 
 TEST_CASE("server turns a handler exception into a 500 JSON error", "[net][http]") {

@@ -113,6 +113,14 @@ public:
   /// `begin_stream` for Server-Sent Events: text/event-stream, no caching, no proxy
   /// buffering, an immediate ping and then one per configured interval.
   response_stream begin_sse(std::vector<http_header> headers = {});
+  /// Lets this request's handler run until `from_now` from now instead of the server's
+  /// request deadline (for work known to be long, such as a blocking agent run).
+  void extend_deadline(std::chrono::milliseconds from_now);
+  /// The extended deadline, or a time in the past when none was asked for.
+  std::chrono::steady_clock::time_point deadline_extension() const noexcept {
+    return deadline_extension_;
+  }
+
   /// True once `begin_stream` was called.
   bool streaming() const noexcept {
     return stream_ != nullptr;
@@ -137,6 +145,7 @@ private:
   std::string route_;
   std::vector<std::pair<std::string, std::string>> params_;
   std::shared_ptr<detail::stream_state> stream_;
+  std::chrono::steady_clock::time_point deadline_extension_{};
 };
 
 /// A route handler. It runs on an io thread, must not block, and is cancelled when the
