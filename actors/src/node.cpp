@@ -11,6 +11,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <caf/all.hpp>
 
+#include "troupe/actors/api_routes.hpp"
 #include "troupe/actors/health.hpp"
 #include "troupe/actors/system_routes.hpp"
 #include "troupe/runtime/log.hpp"
@@ -57,6 +58,8 @@ struct node::impl {
   std::shared_ptr<storage::connection> db_writer;
   std::shared_ptr<storage::read_pool> db_reads;
   store_writer_actor store_writer;
+  // The key signing file links.
+  std::string link_secret;
 
   std::mutex mutex;
   std::condition_variable stopped_cv;
@@ -103,6 +106,20 @@ struct node::impl {
     if (!reads) {
       return tl::unexpected(reads.error());
     }
+    // First start: an admin token, before the store_writer takes the connection.
+    auto admin = bootstrap_admin(*conn, config.data_dir);
+    if (!admin) {
+      return tl::unexpected(admin.error());
+    }
+    if (*admin) {
+      log::warn("created an admin token; it is in {} (readable only by this user)",
+                (*admin)->string());
+    }
+    auto secret = load_link_secret(config.data_dir);
+    if (!secret) {
+      return tl::unexpected(secret.error());
+    }
+    link_secret = std::move(*secret);
     db_writer = std::make_shared<storage::connection>(std::move(*conn));
     db_reads = std::move(*reads);
     return {};
@@ -167,8 +184,25 @@ expected<endpoint> node::start() {
       [sys = d.system.get()] { return static_cast<double>(sys->registry().running()); });
   d.health = spawn_health(*d.system);
 
+  auto api = std::make_shared<api_state>();
+  api->system = d.system.get();
+  api->writer = d.store_writer;
+  api->reads = d.db_reads;
+  api->config = d.config.api;
+  api->data_dir = d.config.data_dir;
+  api->link_secret = d.link_secret;
+  api->limiter =
+      std::make_shared<rate_limiter>(d.config.api.rate_per_second, d.config.api.rate_burst);
   net::router routes;
-  add_system_routes(routes, {d.system.get(), d.health, &d.metrics});
+  system_route_context system_context{d.system.get(), d.health, &d.metrics, {}, false};
+  system_context.guard = [api](net::route_handler h) {
+    return guard(
+        api, api_access::chat,
+        [h = std::move(h)](net::request_context& ctx, const api_caller&) { return h(ctx); });
+  };
+  system_context.metrics_open = d.config.api.open_metrics;
+  add_system_routes(routes, system_context);
+  add_api_routes(routes, api);
   d.server = std::make_unique<net::http_server>(
       d.io, std::move(routes), net::http_server_options::from(d.config.server), d.metrics);
   auto bound = d.server->listen(d.config.listen);
