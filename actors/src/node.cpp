@@ -60,6 +60,10 @@ struct node::impl {
   store_writer_actor store_writer;
   // The key signing file links.
   std::string link_secret;
+  // Shared by the API routes; its writer handle is dropped before the actor system goes
+  // (a detached actor's thread ends only when the last handle to it is gone, and the
+  // routes may outlive the server object in handlers the stopped io_context never ran).
+  std::shared_ptr<api_state> api;
 
   std::mutex mutex;
   std::condition_variable stopped_cv;
@@ -159,6 +163,9 @@ node::~node() {
     caf::anon_send_exit(impl_->store_writer, caf::exit_reason::user_shutdown);
   }
   impl_->store_writer = nullptr;
+  if (impl_->api) {
+    impl_->api->writer = nullptr;
+  }
   impl_->system.reset(); // waits for every actor to finish
 }
 
@@ -184,7 +191,8 @@ expected<endpoint> node::start() {
       [sys = d.system.get()] { return static_cast<double>(sys->registry().running()); });
   d.health = spawn_health(*d.system);
 
-  auto api = std::make_shared<api_state>();
+  d.api = std::make_shared<api_state>();
+  auto& api = d.api;
   api->system = d.system.get();
   api->writer = d.store_writer;
   api->reads = d.db_reads;
