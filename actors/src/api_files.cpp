@@ -322,6 +322,33 @@ asio::awaitable<http_response> file_metadata(state_ptr state, request_context& c
   co_return http_response::json(200, std::move(w).str());
 }
 
+asio::awaitable<http_response> list_files(state_ptr state, request_context& ctx,
+                                          api_caller caller) {
+  storage::page p;
+  if (auto bad = detail::read_page(ctx.request(), p)) {
+    co_return *bad;
+  }
+  auto all = state->reads->with(
+      [&](storage::connection& c) { return storage::list_files(c, caller.user_id); });
+  if (!all) {
+    co_return detail::error_response(all.error());
+  }
+  // Newest first; the repository lists oldest first.
+  const auto total = static_cast<std::int64_t>(all->size());
+  json_writer w;
+  w.begin_object();
+  w.key("data").begin_array();
+  for (auto i = total - 1 - p.offset; i >= 0 && i > total - 1 - p.offset - p.limit; --i) {
+    write_file(w, (*all)[static_cast<std::size_t>(i)], *state);
+  }
+  w.end_array();
+  w.key("total").value(total);
+  w.key("limit").value(p.limit);
+  w.key("offset").value(p.offset);
+  w.end_object();
+  co_return http_response::json(200, std::move(w).str());
+}
+
 http_response file_content(const api_state& state, const storage::file_record& f) {
   std::ifstream in(state.data_dir / f.storage_path, std::ios::binary);
   if (!in) {
@@ -388,6 +415,11 @@ void add_file_routes(net::router& routes, std::shared_ptr<api_state> state,
       http_method::post, "/api/v1/files",
       guard(state, api_access::user, [state](request_context& ctx, const api_caller& caller) {
         return upload_file(state, ctx, caller);
+      }));
+  routes.add(
+      http_method::get, "/api/v1/files",
+      guard(state, api_access::user, [state](request_context& ctx, const api_caller& caller) {
+        return list_files(state, ctx, caller);
       }));
   routes.add(
       http_method::get, "/api/v1/files/{id}",

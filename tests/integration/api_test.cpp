@@ -424,6 +424,12 @@ TEST_CASE("files: upload, metadata, download by owner or signed link, nobody els
           "filename*=UTF-8''r%C3%A9sum%C3%A9%20%22q%22.csv");
     CHECK(header_value(r, "X-Content-Type-Options") == "nosniff");
   }
+  SECTION("each user lists only their own files") {
+    CHECK_THAT(body_of(s.call("GET", "/api/v1/files", alice)),
+               Catch::Contains(R"("id":")" + id + "\""));
+    CHECK_THAT(body_of(s.call("GET", "/api/v1/files", bob)),
+               Catch::Contains(R"({"data":[],"total":0)"));
+  }
   SECTION("another user's token gets 404; no token gets 401") {
     CHECK(status_of(s.call("GET", "/api/v1/files/" + id, bob)) == 404);
     CHECK(status_of(s.call("GET", "/api/v1/files/" + id + "/content", bob)) == 404);
