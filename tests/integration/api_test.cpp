@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <csignal>
+#include <exception>
 #include <fstream>
 #include <regex>
 #include <sstream>
@@ -59,7 +60,13 @@ public:
   }
   ~api_server() {
     process_->signal(SIGTERM);
-    process_->wait_exit();
+    const auto code = process_->wait_exit();
+    if (std::uncaught_exceptions() == 0) {
+      // A clean stop, and nothing from the sanitizers in the ASan build.
+      CHECK(code == 0);
+      CHECK_THAT(process_->output(),
+                 !Catch::Contains("Sanitizer") && !Catch::Contains("runtime error"));
+    }
   }
 
   std::filesystem::path data_dir() const {
