@@ -4,11 +4,14 @@
 #include "troupe/actors/api_routes.hpp"
 
 #include <charconv>
+#include <cstdlib>
 #include <set>
 
 #include <fmt/format.h>
 
 #include "api_json.hpp"
+#include "troupe/net/http_client.hpp"
+#include "troupe/net/provider_client.hpp"
 #include "troupe/runtime/json_writer.hpp"
 #include "troupe/storage/repositories.hpp"
 #include "troupe/storage/write_op.hpp"
@@ -502,9 +505,6 @@ asio::awaitable<http_response> delete_agent(state_ptr state, request_context& ct
 
 // --- providers ---
 
-const std::set<std::string_view> provider_kinds = {
-    "openai", "openai-compatible", "claude", "anthropic", "vllm", "ollama", "mock"};
-
 void read_provider_fields(json_body& body, storage::provider_record& p, bool creating) {
   if (auto v = body.text("name", creating, 200)) {
     if (v->empty()) {
@@ -513,9 +513,9 @@ void read_provider_fields(json_body& body, storage::provider_record& p, bool cre
     p.name = *v;
   }
   if (auto v = body.text("kind", creating, 50)) {
-    if (!provider_kinds.contains(*v)) {
-      body.invalid("kind", "must be one of openai, openai-compatible, claude, anthropic, vllm, "
-                           "ollama, mock");
+    if (!net::parse_provider_type(*v)) {
+      body.invalid("kind", "must be one of openai, openai-compatible, openrouter, qwen, kimi, "
+                           "claude, anthropic");
     }
     p.kind = *v;
   }
@@ -630,13 +630,46 @@ asio::awaitable<http_response> delete_provider(state_ptr state, request_context&
 }
 
 asio::awaitable<http_response> provider_models(state_ptr state, request_context& ctx) {
-  if (!find_provider_param(state, ctx)) {
+  auto p = find_provider_param(state, ctx);
+  if (!p) {
     co_return not_found("provider");
   }
-  co_return http_response::error(
-      501, "not_implemented",
-      "listing a provider's remote models is not available yet: it needs the provider client "
-      "wired into the node");
+  auto type = net::parse_provider_type(p->kind);
+  if (!type) {
+    co_return http_response::error(409, "conflict",
+                                   "kind: '" + p->kind + "' has no client to list models");
+  }
+  net::provider_config config;
+  config.type = *type;
+  config.base_url = p->base_url;
+  config.api_key = p->api_key;
+  if (config.api_key.empty() && !p->api_key_ref.empty()) {
+    if (const char* key = std::getenv(p->api_key_ref.c_str())) {
+      config.api_key = key;
+    }
+  }
+  config.retry.max_attempts = 1;
+  // One client for this request: listing models is a rare admin call.
+  net::http_client http(ctx.executor());
+  net::provider_client client(http, config);
+  auto pending = client.list_models();
+  auto models = co_await std::move(pending);
+  if (!models) {
+    co_return http_response::error(
+        502, "upstream_error", "the provider did not list its models: " + models.error().message);
+  }
+  json_writer w;
+  w.begin_object();
+  w.key("data").begin_array();
+  for (const auto& id : *models) {
+    w.begin_object();
+    w.key("id").value(id);
+    w.end_object();
+  }
+  w.end_array();
+  w.key("total").value(static_cast<std::int64_t>(models->size()));
+  w.end_object();
+  co_return http_response::json(200, std::move(w).str());
 }
 
 // --- conversations ---

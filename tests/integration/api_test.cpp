@@ -12,6 +12,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "net/mock_llm_fixture.hpp"
 #include "support/raw_http.hpp"
 #include "support/troupe_process.hpp"
 #include "troupe/actors/api_routes.hpp"
@@ -345,9 +346,32 @@ TEST_CASE("provider secrets are write-only", "[integration][api]") {
   CHECK_THAT(body_of(bad), Catch::Contains("kind: must be one of"));
   CHECK(status_of(s.call("POST", "/api/v1/providers", s.admin(),
                          R"({"name":"main","kind":"openai"})")) == 409);
-  CHECK(status_of(s.call("GET", "/api/v1/providers/" + id + "/models", s.admin())) == 501);
+  // Unreachable: the failure is the provider's, reported as 502.
+  const auto down = s.call("POST", "/api/v1/providers", s.admin(),
+                           R"({"name":"down","kind":"openai-compatible",)"
+                           R"("base_url":"http://127.0.0.1:1/v1"})");
+  REQUIRE(status_of(down) == 201);
+  CHECK(status_of(s.call("GET", "/api/v1/providers/" + json_field(body_of(down), "id") + "/models",
+                         s.admin())) == 502);
   CHECK(status_of(s.call("DELETE", "/api/v1/providers/" + id, s.admin())) == 204);
   CHECK(status_of(s.call("GET", "/api/v1/providers/" + id, s.admin())) == 404);
+}
+
+TEST_CASE("a provider's models are fetched from the provider", "[integration][api]") {
+  troupe::net::mock_llm_options options;
+  options.model = "mock-model-7";
+  mock_llm_fixture llm(options);
+  api_server s;
+  REQUIRE(s.port() != 0);
+  const auto created =
+      s.call("POST", "/api/v1/providers", s.admin(),
+             R"({"name":"mock","kind":"openai-compatible","api_key":"k","base_url":")" +
+                 llm.base_url() + "\"}");
+  REQUIRE(status_of(created) == 201);
+  const auto models = s.call(
+      "GET", "/api/v1/providers/" + json_field(body_of(created), "id") + "/models", s.admin());
+  CHECK(status_of(models) == 200);
+  CHECK(body_of(models) == R"({"data":[{"id":"mock-model-7"}],"total":1})");
 }
 
 TEST_CASE("each token has its own rate limit: 429 with Retry-After past its burst",
