@@ -24,16 +24,7 @@ struct serve_options {
 };
 
 int serve(const serve_options& options) {
-  setting_sources sources;
-  sources.environment = environment_snapshot();
-  sources.config_file = options.config_file;
-  if (sources.config_file.empty()) {
-    if (auto it = sources.environment.find("TROUPE_CONFIG"); it != sources.environment.end()) {
-      sources.config_file = it->second;
-    }
-  }
-  sources.flags = options.flags;
-  auto resolved = resolve_settings(sources);
+  auto resolved = resolve_settings(command_line_sources(options.config_file, options.flags));
   if (!resolved) {
     fmt::print(stderr, "troupe: {}\n", resolved.error().message);
     return 2;

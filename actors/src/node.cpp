@@ -12,17 +12,32 @@
 #include <caf/all.hpp>
 
 #include "troupe/actors/api_routes.hpp"
+#include "troupe/actors/demo_model.hpp"
 #include "troupe/actors/health.hpp"
 #include "troupe/actors/system_routes.hpp"
+#include "troupe/net/mock_llm_server.hpp"
 #include "troupe/runtime/log.hpp"
+#include "troupe/storage/catalog_sync.hpp"
 #include "troupe/storage/data_dir.hpp"
 #include "troupe/storage/database.hpp"
+#include "troupe/tools/builtin_tools.hpp"
 
 namespace troupe::actors {
 
 namespace asio = boost::asio;
 
 namespace {
+
+// Tool names an agent may list: the built-in tools plus the run's control tools.
+std::vector<std::string> known_tool_names() {
+  tools::tool_registry registry;
+  (void)tools::register_builtin_tools(registry);
+  std::vector<std::string> names = {"finish", "plan", "sub_agent"};
+  for (const auto& t : registry.catalog().all()) {
+    names.push_back(t.name);
+  }
+  return names;
+}
 
 unsigned scheduler_threads(const actor_settings& s) {
   if (s.scheduler_threads > 0) {
@@ -54,6 +69,9 @@ struct node::impl {
   std::unique_ptr<net::http_server> server;
   health_actor health;
   asio::signal_set signals;
+  // The in-process mock-llm serving the demo model, when it is in use.
+  std::unique_ptr<net::mock_llm_server> demo_model;
+  bool demo = false;
   // Storage: the writer connection goes to the store_writer; reads use the pool.
   std::shared_ptr<storage::connection> db_writer;
   std::shared_ptr<storage::read_pool> db_reads;
@@ -87,6 +105,47 @@ struct node::impl {
     stopped_cv.notify_all();
   }
 
+  // With no [[providers]] and [[agents]] in the config, declares an "assistant" agent:
+  // on OpenAI when OPENAI_API_KEY is set, else on the scripted demo model, served here
+  // by an in-process mock-llm and announced as such.
+  expected<void> use_embedded_catalog() {
+    if (!config.providers.empty() || !config.agents.empty()) {
+      return {};
+    }
+    const auto environment = environment_snapshot();
+    std::string demo_url;
+    const auto key = environment.find("OPENAI_API_KEY");
+    if (key == environment.end() || key->second.empty()) {
+      net::mock_llm_options options;
+      auto rules = net::parse_mock_script(demo_model_script());
+      if (!rules) {
+        return tl::unexpected(rules.error());
+      }
+      options.rules = std::move(*rules);
+      options.model = std::string(demo_model_name);
+      demo_model = std::make_unique<net::mock_llm_server>(io, std::move(options));
+      auto bound = demo_model->listen({"127.0.0.1", 0});
+      if (!bound) {
+        return tl::unexpected(bound.error());
+      }
+      demo_model->start();
+      demo_url = fmt::format("http://{}/v1", bound->to_string());
+    }
+    auto catalog = make_embedded_catalog(environment, demo_url);
+    config.providers = std::move(catalog.providers);
+    config.agents = std::move(catalog.agents);
+    demo = catalog.demo;
+    if (demo) {
+      log::warn("no model provider is configured and OPENAI_API_KEY is not set: agent "
+                "'assistant' answers with the SCRIPTED DEMO model (mock-llm at {}), not an LLM",
+                demo_url);
+    } else {
+      log::info("no providers configured: agent 'assistant' uses OpenAI ({}) via OPENAI_API_KEY",
+                config.agents.front().model);
+    }
+    return {};
+  }
+
   // Opens the database: migrate, recover interrupted runs, check integrity, read pool.
   expected<void> open_storage() {
     const auto path = storage::database_path(config.data_dir);
@@ -105,6 +164,17 @@ struct node::impl {
     if (recovered->interrupted_runs > 0) {
       log::warn("marked {} run(s) interrupted: they were running when troupe last stopped",
                 recovered->interrupted_runs);
+    }
+    // The declared providers and agents, before anything can read them. The writer
+    // actor does not exist yet, so this connection is still the only writer.
+    auto synced = storage::sync_declared_catalog(*conn, config.providers, config.agents);
+    if (!synced) {
+      return tl::unexpected(synced.error());
+    }
+    if (!config.providers.empty() || !config.agents.empty()) {
+      log::info("config catalog: {} provider(s) and {} agent(s) created, {} and {} updated",
+                synced->providers_created, synced->agents_created, synced->providers_updated,
+                synced->agents_updated);
     }
     auto reads = storage::read_pool::open(path, config.storage.read_connections);
     if (!reads) {
@@ -176,6 +246,15 @@ expected<endpoint> node::start() {
     return tl::unexpected(lock.error());
   }
   d.data_dir = std::move(*lock);
+
+  if (auto ok = d.use_embedded_catalog(); !ok) {
+    return tl::unexpected(ok.error());
+  }
+
+  // A wrong provider, model or tool in the config is a start-up error naming the agent.
+  if (auto ok = validate_agents(d.config.providers, d.config.agents, known_tool_names()); !ok) {
+    return tl::unexpected(ok.error());
+  }
 
   // Storage: migrate, recover interrupted runs, check integrity, open the read pool.
   if (auto ok = d.open_storage(); !ok) {
@@ -289,6 +368,10 @@ int node::run() {
   wait();
   log::info("stopped");
   return 0;
+}
+
+bool node::demo_mode() const noexcept {
+  return impl_->demo;
 }
 
 const settings& node::config() const noexcept {

@@ -118,4 +118,38 @@ expected<void> validate_agents(const std::vector<provider_settings>& providers,
   return {};
 }
 
+embedded_catalog make_embedded_catalog(const std::map<std::string, std::string>& environment,
+                                       std::string_view demo_base_url) {
+  const auto env = [&environment](const char* name) -> std::string {
+    const auto it = environment.find(name);
+    return it == environment.end() ? std::string{} : it->second;
+  };
+  embedded_catalog out;
+  provider_settings provider;
+  agent_settings agent;
+  agent.name = "assistant";
+  agent.tools = {
+      "code_interpreter", "read", "write", "edit", "ls", "find", "grep", "plan", "finish"};
+  if (!env("OPENAI_API_KEY").empty()) {
+    provider.name = "openai";
+    provider.base_url = env("OPENAI_BASE_URL");
+    provider.type = provider.base_url.empty() ? "openai" : "openai-compatible";
+    provider.api_key_env = "OPENAI_API_KEY";
+    agent.model = env("TROUPE_MODEL").empty() ? "gpt-4o-mini" : env("TROUPE_MODEL");
+    agent.system_prompt = "You are a helpful assistant. Use tools when they help; answer plainly.";
+  } else {
+    out.demo = true;
+    provider.name = "demo";
+    provider.type = "openai-compatible";
+    provider.base_url = std::string(demo_base_url);
+    provider.models = {"troupe-demo"};
+    agent.model = "troupe-demo";
+    agent.system_prompt = "You are troupe's scripted demo agent.";
+  }
+  agent.provider = provider.name;
+  out.providers.push_back(std::move(provider));
+  out.agents.push_back(std::move(agent));
+  return out;
+}
+
 } // namespace troupe

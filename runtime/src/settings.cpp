@@ -76,13 +76,33 @@ setting_spec make_spec(std::string_view key, std::string_view help, setting_spec
   return setting_spec{key, help, std::move(set), std::move(get)};
 }
 
+// A TOML basic string: quotes, backslashes and control characters escaped.
 std::string toml_string(std::string_view text) {
   std::string out = "\"";
   for (const char c : text) {
-    if (c == '"' || c == '\\') {
-      out.push_back('\\');
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+          out += fmt::format("\\u{:04X}", static_cast<unsigned>(static_cast<unsigned char>(c)));
+        } else {
+          out.push_back(c);
+        }
     }
-    out.push_back(c);
   }
   out.push_back('"');
   return out;
@@ -662,7 +682,49 @@ std::string to_toml(const settings& s) {
     out += fmt::format("{} = {}\n", dot == std::string_view::npos ? key : key.substr(dot + 1),
                        spec.get(s));
   }
+  const auto list = [](const std::vector<std::string>& items) {
+    std::string text = "[";
+    for (std::size_t k = 0; k < items.size(); ++k) {
+      text += (k > 0 ? ", " : "") + toml_string(items[k]);
+    }
+    return text + "]";
+  };
+  for (const auto& p : s.providers) {
+    out += fmt::format("\n[[providers]]\nname = {}\ntype = {}\nbase_url = {}\n",
+                       toml_string(p.name), toml_string(p.type), toml_string(p.base_url));
+    if (!p.api_key_env.empty()) {
+      out += fmt::format("api_key_env = {}\n", toml_string(p.api_key_env));
+    }
+    if (!p.api_key.empty()) {
+      out += "# api_key is set (not printed)\n";
+    }
+    out += fmt::format("models = {}\n", list(p.models));
+  }
+  for (const auto& a : s.agents) {
+    out += fmt::format("\n[[agents]]\nname = {}\nprovider = {}\nmodel = {}\nfast_model = {}\n"
+                       "fallback_model = {}\nsystem_prompt = {}\ntools = {}\nmax_rounds = {}\n"
+                       "timeout_s = {}\nqueue_policy = {}\n",
+                       toml_string(a.name), toml_string(a.provider), toml_string(a.model),
+                       toml_string(a.fast_model), toml_string(a.fallback_model),
+                       toml_string(a.system_prompt), list(a.tools), a.max_rounds, a.timeout.count(),
+                       toml_string(to_string(a.queue)));
+  }
   return out;
+}
+
+setting_sources command_line_sources(std::filesystem::path config_file,
+                                     std::map<std::string, std::string> flags) {
+  setting_sources sources;
+  sources.environment = environment_snapshot();
+  sources.config_file = std::move(config_file);
+  if (sources.config_file.empty()) {
+    if (const auto it = sources.environment.find("TROUPE_CONFIG");
+        it != sources.environment.end()) {
+      sources.config_file = it->second;
+    }
+  }
+  sources.flags = std::move(flags);
+  return sources;
 }
 
 std::map<std::string, std::string> environment_snapshot() {

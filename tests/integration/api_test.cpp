@@ -252,7 +252,10 @@ TEST_CASE("the API answers 401 without a token, 403 without the role, 404 for ot
     CHECK_THAT(body_of(bad_tools), Catch::Contains("tools: must be an array of strings"));
     CHECK(status_of(s.call("POST", "/api/v1/agents", s.admin(), "not json")) == 400);
     const auto list = s.call("GET", "/api/v1/agents?limit=1&offset=0", s.admin());
-    CHECK_THAT(body_of(list), Catch::Contains(R"("total":1,"limit":1,"offset":0)"));
+    // One of the agents (the config may declare more than the one made here).
+    CHECK_THAT(body_of(list), Catch::Contains(R"("limit":1,"offset":0)"));
+    const auto listed = body_of(list);
+    CHECK(listed.find("\"main_model\"") == listed.rfind("\"main_model\""));
     CHECK(status_of(s.call("GET", "/api/v1/agents?limit=0", s.admin())) == 400);
     CHECK(status_of(s.call("DELETE", "/api/v1/agents/" + agent_uuid, s.admin())) == 204);
     CHECK(status_of(s.call("GET", "/api/v1/agents/" + agent_uuid, s.admin())) == 404);

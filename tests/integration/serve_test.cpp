@@ -159,3 +159,28 @@ TEST_CASE("troupe version and help describe the commands", "[integration]") {
     CHECK_THAT(help.output(), Catch::Contains(flag));
   }
 }
+
+TEST_CASE("troupe serve refuses an agent with an unknown tool, naming the agent", "[integration]") {
+  temp_dir dir;
+  const auto config = dir.path() / "troupe.toml";
+  std::ofstream(config) << "[[providers]]\nname = \"local\"\ntype = \"openai-compatible\"\n"
+                           "base_url = \"http://127.0.0.1:9/v1\"\n\n"
+                           "[[agents]]\nname = \"helper\"\nprovider = \"local\"\nmodel = \"m\"\n"
+                           "tools = [\"read\", \"teleport\"]\n";
+  auto args = serve_args(dir);
+  args.insert(args.end(), {"--config", config.string()});
+  troupe_process troupe(args);
+  CHECK(troupe.wait_exit() == 1);
+  CHECK_THAT(troupe.output(), Catch::Contains("agent 'helper': unknown tool 'teleport'"));
+}
+
+TEST_CASE("with no provider configured troupe says plainly it serves the scripted demo model",
+          "[integration]") {
+  temp_dir dir;
+  ::unsetenv("OPENAI_API_KEY");
+  troupe_process troupe(serve_args(dir));
+  REQUIRE(troupe.wait_for_port());
+  CHECK_THAT(troupe.output(), Catch::Contains("SCRIPTED DEMO model"));
+  troupe.signal(SIGTERM);
+  CHECK(troupe.wait_exit() == 0);
+}

@@ -211,3 +211,47 @@ TEST_CASE("an unknown provider, model or tool is an error naming the agent",
   CHECK_THAT(twice.error().message, Catch::Contains("defined twice"));
   CHECK_FALSE(validate_agents({{"p", "warp-drive", "", "", "", {}}}, {}, {}));
 }
+
+TEST_CASE("printed settings include providers and agents but never an inline key",
+          "[runtime][settings][agents]") {
+  settings s;
+  s.providers.push_back({"local", "openai-compatible", "http://x/v1", "K", "sk-secret", {"m1"}});
+  agent_settings a;
+  a.name = "assistant";
+  a.provider = "local";
+  a.model = "m1";
+  a.system_prompt = "Say \"hi\".\nThen stop.";
+  a.tools = {"read"};
+  s.agents.push_back(a);
+  const auto text = to_toml(s);
+  CHECK(text.find("sk-secret") == std::string::npos);
+  auto again = apply_toml({}, text, "printed");
+  REQUIRE(again);
+  REQUIRE(again->agents.size() == 1);
+  CHECK(again->agents[0].system_prompt == a.system_prompt);
+  CHECK(again->providers[0].api_key_env == "K");
+}
+
+TEST_CASE("the embedded catalog uses OpenAI when a key is set and the demo model otherwise",
+          "[runtime][settings][agents]") {
+  const std::vector<std::string> tools = {
+      "code_interpreter", "read", "write", "edit", "ls", "find", "grep", "plan", "finish"};
+  auto demo = make_embedded_catalog({}, "http://127.0.0.1:9/v1");
+  CHECK(demo.demo);
+  REQUIRE(demo.agents.size() == 1);
+  CHECK(demo.agents[0].name == "assistant");
+  CHECK(demo.providers[0].base_url == "http://127.0.0.1:9/v1");
+  CHECK(validate_agents(demo.providers, demo.agents, tools));
+
+  auto real = make_embedded_catalog({{"OPENAI_API_KEY", "sk-x"}, {"TROUPE_MODEL", "gpt-x"}}, "");
+  CHECK_FALSE(real.demo);
+  CHECK(real.providers[0].type == "openai");
+  CHECK(real.providers[0].resolve_api_key({{"OPENAI_API_KEY", "sk-x"}}) == "sk-x");
+  CHECK(real.agents[0].model == "gpt-x");
+  CHECK(validate_agents(real.providers, real.agents, tools));
+
+  auto compatible = make_embedded_catalog(
+      {{"OPENAI_API_KEY", "k"}, {"OPENAI_BASE_URL", "http://127.0.0.1:1/v1"}}, "");
+  CHECK(compatible.providers[0].type == "openai-compatible");
+  CHECK(compatible.agents[0].model == "gpt-4o-mini");
+}

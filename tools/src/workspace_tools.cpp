@@ -49,6 +49,31 @@ tool_result failure_from(const error& e) {
   return tool_failure(failure_kind_of(e.code), e.message);
 }
 
+// The first error among argument reads, or null when all succeeded.
+template <class... Results> const error* first_error(const Results&... results) {
+  const error* found = nullptr;
+  ((found = found != nullptr || results ? found : &results.error()), ...);
+  return found;
+}
+
+// A path from the model, resolved inside the call's workspace.
+struct located_path {
+  workspace ws;
+  std::string rel;
+};
+
+expected<located_path> locate(const tool_context& ctx, std::string_view user_path) {
+  auto ws = workspace::open(ctx.workspace);
+  if (!ws) {
+    return tl::unexpected(ws.error());
+  }
+  auto rel = ws->relative(user_path);
+  if (!rel) {
+    return tl::unexpected(rel.error());
+  }
+  return located_path{std::move(*ws), std::move(*rel)};
+}
+
 // A tool given by its descriptor and a coroutine function.
 class function_tool final : public tool {
 public:
@@ -85,21 +110,19 @@ asio::awaitable<tool_result> read_body(std::string arguments, tool_context ctx) 
   auto path = args->required_text("file_path");
   auto offset = args->integer("offset");
   auto limit = args->integer("limit");
-  if (!path || !offset || !limit) {
-    co_return failure_from(!path ? path.error() : !offset ? offset.error() : limit.error());
+  if (const auto* e = first_error(path, offset, limit)) {
+    co_return failure_from(*e);
   }
   const auto from = std::max<std::int64_t>(1, offset->value_or(1));
   const auto count =
       std::clamp<std::int64_t>(limit->value_or(default_read_lines), 1, max_read_lines);
-  auto ws = workspace::open(ctx.workspace);
-  if (!ws) {
-    co_return failure_from(ws.error());
+  auto target = locate(ctx, *path);
+  if (!target) {
+    co_return failure_from(target.error());
   }
-  auto rel = ws->relative(*path);
-  if (!rel) {
-    co_return failure_from(rel.error());
-  }
-  auto content = ws->read_file(*rel, max_read_bytes);
+  const auto& ws = target->ws;
+  const auto& rel = target->rel;
+  auto content = ws.read_file(rel, max_read_bytes);
   if (!content) {
     co_return failure_from(content.error());
   }
@@ -122,7 +145,7 @@ asio::awaitable<tool_result> read_body(std::string arguments, tool_context ctx) 
   }
   json_writer w;
   w.begin_object();
-  w.key("ok").value(true).key("path").value(*rel);
+  w.key("ok").value(true).key("path").value(rel);
   w.key("from_line").value(from).key("to_line").value(last);
   w.key("total_lines").value(line_number);
   w.key("more").value(last < line_number);
@@ -139,33 +162,31 @@ asio::awaitable<tool_result> write_body(std::string arguments, tool_context ctx)
   auto path = args->required_text("path");
   auto content = args->required_text("content");
   auto append = args->boolean("append");
-  if (!path || !content || !append) {
-    co_return failure_from(!path ? path.error() : !content ? content.error() : append.error());
+  if (const auto* e = first_error(path, content, append)) {
+    co_return failure_from(*e);
   }
-  auto ws = workspace::open(ctx.workspace);
-  if (!ws) {
-    co_return failure_from(ws.error());
+  auto target = locate(ctx, *path);
+  if (!target) {
+    co_return failure_from(target.error());
   }
-  auto rel = ws->relative(*path);
-  if (!rel) {
-    co_return failure_from(rel.error());
-  }
-  if (*rel == ".") {
+  const auto& ws = target->ws;
+  const auto& rel = target->rel;
+  if (rel == ".") {
     co_return tool_failure("invalid_arguments", "arguments.path: names the workspace itself");
   }
-  auto written = ws->write_file(*rel, *content, append->value_or(false));
+  auto written = ws.write_file(rel, *content, append->value_or(false));
   if (!written) {
     co_return failure_from(written.error());
   }
-  hand_to_sandbox(ctx, ws->root() / *rel);
-  const auto mime = detect_mime(*rel, std::string_view(*content).substr(0, 512));
+  hand_to_sandbox(ctx, ws.root() / rel);
+  const auto mime = detect_mime(rel, std::string_view(*content).substr(0, 512));
   json_writer w;
   w.begin_object();
-  w.key("ok").value(true).key("__type").value("file").key("path").value(*rel);
+  w.key("ok").value(true).key("__type").value("file").key("path").value(rel);
   w.key("bytes").value(*written).key("mime").value(mime);
   w.end_object();
   tool_result r{true, std::move(w).str(), {}, {}};
-  r.artifacts.push_back({*rel, mime, *written});
+  r.artifacts.push_back({rel, mime, *written});
   co_return r;
 }
 
@@ -178,24 +199,19 @@ asio::awaitable<tool_result> edit_body(std::string arguments, tool_context ctx) 
   auto old_text = args->required_text("old_string");
   auto new_text = args->required_text("new_string");
   auto replace_all = args->boolean("replace_all");
-  if (!path || !old_text || !new_text || !replace_all) {
-    co_return failure_from(!path       ? path.error()
-                           : !old_text ? old_text.error()
-                           : !new_text ? new_text.error()
-                                       : replace_all.error());
+  if (const auto* e = first_error(path, old_text, new_text, replace_all)) {
+    co_return failure_from(*e);
   }
   if (old_text->empty()) {
     co_return tool_failure("invalid_arguments", "arguments.old_string: must not be empty");
   }
-  auto ws = workspace::open(ctx.workspace);
-  if (!ws) {
-    co_return failure_from(ws.error());
+  auto target = locate(ctx, *path);
+  if (!target) {
+    co_return failure_from(target.error());
   }
-  auto rel = ws->relative(*path);
-  if (!rel) {
-    co_return failure_from(rel.error());
-  }
-  auto content = ws->read_file(*rel, max_edit_bytes);
+  const auto& ws = target->ws;
+  const auto& rel = target->rel;
+  auto content = ws.read_file(rel, max_edit_bytes);
   if (!content) {
     co_return failure_from(content.error());
   }
@@ -208,13 +224,13 @@ asio::awaitable<tool_result> edit_body(std::string arguments, tool_context ctx) 
     co_return tool_failure("not_found",
                            fmt::format("old_string was not found in '{}'; read the file and copy "
                                        "the exact text, including whitespace",
-                                       *rel));
+                                       rel));
   }
   if (matches > 1 && !replace_all->value_or(false)) {
     co_return tool_failure("invalid_arguments",
                            fmt::format("old_string occurs {} times in '{}'; include more context "
                                        "to make it unique, or set replace_all",
-                                       matches, *rel));
+                                       matches, rel));
   }
   std::string updated;
   updated.reserve(content->size());
@@ -226,12 +242,12 @@ asio::awaitable<tool_result> edit_body(std::string arguments, tool_context ctx) 
     from = at + old_text->size();
   }
   updated.append(*content, from);
-  auto written = ws->write_file(*rel, updated);
+  auto written = ws.write_file(rel, updated);
   if (!written) {
     co_return failure_from(written.error());
   }
   json_writer w;
-  w.begin_object().key("ok").value(true).key("path").value(*rel);
+  w.begin_object().key("ok").value(true).key("path").value(rel);
   w.key("replacements").value(matches).end_object();
   co_return tool_result{true, std::move(w).str(), {}, {}};
 }
@@ -245,16 +261,14 @@ asio::awaitable<tool_result> ls_body(std::string arguments, tool_context ctx) {
   if (!path) {
     co_return failure_from(path.error());
   }
-  auto ws = workspace::open(ctx.workspace);
-  if (!ws) {
-    co_return failure_from(ws.error());
+  auto target = locate(ctx, path->value_or("."));
+  if (!target) {
+    co_return failure_from(target.error());
   }
-  auto rel = ws->relative(path->value_or("."));
-  if (!rel) {
-    co_return failure_from(rel.error());
-  }
+  const auto& ws = target->ws;
+  const auto& rel = target->rel;
   // Resolve through openat2 so a symlinked directory pointing out is refused.
-  auto dir = ws->open_file(*rel, O_RDONLY | O_DIRECTORY);
+  auto dir = ws.open_file(rel, O_RDONLY | O_DIRECTORY);
   if (!dir) {
     co_return failure_from(dir.error());
   }
@@ -265,7 +279,7 @@ asio::awaitable<tool_result> ls_body(std::string arguments, tool_context ctx) {
   };
   std::vector<entry> entries;
   std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(ws->root() / *rel, ec)) {
+  for (const auto& e : std::filesystem::directory_iterator(ws.root() / rel, ec)) {
     if (entries.size() >= max_ls_entries) {
       break;
     }
@@ -279,7 +293,7 @@ asio::awaitable<tool_result> ls_body(std::string arguments, tool_context ctx) {
   std::sort(entries.begin(), entries.end(),
             [](const entry& a, const entry& b) { return a.name < b.name; });
   json_writer w;
-  w.begin_object().key("ok").value(true).key("path").value(*rel).key("entries").begin_array();
+  w.begin_object().key("ok").value(true).key("path").value(rel).key("entries").begin_array();
   for (const auto& e : entries) {
     w.begin_object().key("name").value(e.name).key("type").value(e.type);
     w.key("size").value(e.size).end_object();
@@ -317,24 +331,22 @@ asio::awaitable<tool_result> find_body(std::string arguments, tool_context ctx) 
   }
   auto pattern = args->required_text("pattern");
   auto path = args->text("path");
-  if (!pattern || !path) {
-    co_return failure_from(!pattern ? pattern.error() : path.error());
+  if (const auto* e = first_error(pattern, path)) {
+    co_return failure_from(*e);
   }
-  auto ws = workspace::open(ctx.workspace);
-  if (!ws) {
-    co_return failure_from(ws.error());
+  auto target = locate(ctx, path->value_or("."));
+  if (!target) {
+    co_return failure_from(target.error());
   }
-  auto rel = ws->relative(path->value_or("."));
-  if (!rel) {
-    co_return failure_from(rel.error());
-  }
-  if (auto dir = ws->open_file(*rel, O_PATH); !dir) {
+  const auto& ws = target->ws;
+  const auto& rel = target->rel;
+  if (auto dir = ws.open_file(rel, O_PATH); !dir) {
     co_return failure_from(dir.error());
   }
   const bool whole_path = pattern->find('/') != std::string::npos;
   std::vector<std::string> matches;
   bool truncated = false;
-  for (const auto& file : files_under(*ws, *rel, 100'000)) {
+  for (const auto& file : files_under(ws, rel, 100'000)) {
     const auto name = whole_path ? file : std::filesystem::path(file).filename().string();
     if (::fnmatch(pattern->c_str(), name.c_str(), 0) == 0) {
       if (matches.size() >= max_find_results) {
@@ -362,11 +374,8 @@ asio::awaitable<tool_result> grep_body(std::string arguments, tool_context ctx) 
   auto path = args->text("path");
   auto glob = args->text("glob");
   auto ignore_case = args->boolean("ignore_case");
-  if (!pattern || !path || !glob || !ignore_case) {
-    co_return failure_from(!pattern ? pattern.error()
-                           : !path  ? path.error()
-                           : !glob  ? glob.error()
-                                    : ignore_case.error());
+  if (const auto* e = first_error(pattern, path, glob, ignore_case)) {
+    co_return failure_from(*e);
   }
   std::regex re;
   try {
@@ -380,27 +389,25 @@ asio::awaitable<tool_result> grep_body(std::string arguments, tool_context ctx) 
         "invalid_arguments",
         fmt::format("arguments.pattern: not a valid regular expression: {}", e.what()));
   }
-  auto ws = workspace::open(ctx.workspace);
-  if (!ws) {
-    co_return failure_from(ws.error());
+  auto target = locate(ctx, path->value_or("."));
+  if (!target) {
+    co_return failure_from(target.error());
   }
-  auto rel = ws->relative(path->value_or("."));
-  if (!rel) {
-    co_return failure_from(rel.error());
-  }
-  if (auto dir = ws->open_file(*rel, O_PATH); !dir) {
+  const auto& ws = target->ws;
+  const auto& rel = target->rel;
+  if (auto dir = ws.open_file(rel, O_PATH); !dir) {
     co_return failure_from(dir.error());
   }
   json_writer w;
   w.begin_object().key("ok").value(true).key("matches").begin_array();
   std::size_t found = 0;
   bool truncated = false;
-  for (const auto& file : files_under(*ws, *rel, 100'000)) {
+  for (const auto& file : files_under(ws, rel, 100'000)) {
     if (*glob &&
         ::fnmatch(glob->value().c_str(), std::filesystem::path(file).filename().c_str(), 0) != 0) {
       continue;
     }
-    auto content = ws->read_file(file, max_grep_file_bytes);
+    auto content = ws.read_file(file, max_grep_file_bytes);
     if (!content || content->find('\0') != std::string::npos) {
       continue; // too large, unreadable or binary
     }
@@ -439,8 +446,8 @@ asio::awaitable<tool_result> exec_body(std::string arguments, tool_context ctx) 
   }
   auto command = args->required_text("command");
   auto timeout = args->integer("timeout_s");
-  if (!command || !timeout) {
-    co_return failure_from(!command ? command.error() : timeout.error());
+  if (const auto* e = first_error(command, timeout)) {
+    co_return failure_from(*e);
   }
   const auto seconds = timeout->value_or(30);
   if (seconds < 1 || seconds > 300) {

@@ -42,7 +42,10 @@ public:
   /// `start`, then serve until SIGINT or SIGTERM, then stop gracefully. The exit code.
   int run();
 
+  /// The resolved settings (with the embedded catalog when the config declared none).
   const settings& config() const noexcept;
+  /// True when agent "assistant" runs on the scripted demo model (no provider configured).
+  bool demo_mode() const noexcept;
   caf::actor_system& system();
   boost::asio::io_context& io();
   metrics_registry& metrics();

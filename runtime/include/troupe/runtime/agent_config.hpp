@@ -87,4 +87,19 @@ expected<void> validate_agents(const std::vector<provider_settings>& providers,
                                const std::vector<agent_settings>& agents,
                                const std::vector<std::string>& known_tools);
 
+/// The providers and agents troupe uses when the config declares none, so that a first
+/// `make run` gives a working agent named "assistant".
+struct embedded_catalog {
+  std::vector<provider_settings> providers;
+  std::vector<agent_settings> agents;
+  /// True when the agent talks to the scripted demo model (mock-llm), not a real LLM.
+  bool demo = false;
+};
+
+/// With OPENAI_API_KEY in `environment`: an "openai" provider (OPENAI_BASE_URL when set)
+/// and the model TROUPE_MODEL (default gpt-4o-mini). Otherwise the scripted demo model
+/// served at `demo_base_url`.
+embedded_catalog make_embedded_catalog(const std::map<std::string, std::string>& environment,
+                                       std::string_view demo_base_url);
+
 } // namespace troupe

@@ -132,6 +132,12 @@ struct setting_sources {
   std::map<std::string, std::string> flags;
 };
 
+/// The sources a troupe command resolves its settings from: the process environment,
+/// the config file given on the command line (or else named by TROUPE_CONFIG), and the
+/// flags by dotted key.
+setting_sources command_line_sources(std::filesystem::path config_file,
+                                     std::map<std::string, std::string> flags);
+
 /// Applies file, environment and flags over the defaults. Errors name the offending key
 /// and where it came from (file path, variable name or flag).
 expected<settings> resolve_settings(const setting_sources& sources);
