@@ -11,6 +11,7 @@
 #include <boost/asio/signal_set.hpp>
 #include <caf/all.hpp>
 
+#include "troupe/actors/api_routes.hpp"
 #include "troupe/actors/demo_model.hpp"
 #include "troupe/actors/health.hpp"
 #include "troupe/actors/system_routes.hpp"
@@ -64,6 +65,12 @@ struct node::impl {
   std::shared_ptr<storage::connection> db_writer;
   std::shared_ptr<storage::read_pool> db_reads;
   store_writer_actor store_writer;
+  // The key signing file links.
+  std::string link_secret;
+  // Shared by the API routes; its writer handle is dropped before the actor system goes
+  // (a detached actor's thread ends only when the last handle to it is gone, and the
+  // routes may outlive the server object in handlers the stopped io_context never ran).
+  std::shared_ptr<api_state> api;
 
   std::mutex mutex;
   std::condition_variable stopped_cv;
@@ -162,6 +169,20 @@ struct node::impl {
     if (!reads) {
       return tl::unexpected(reads.error());
     }
+    // First start: an admin token, before the store_writer takes the connection.
+    auto admin = bootstrap_admin(*conn, config.data_dir);
+    if (!admin) {
+      return tl::unexpected(admin.error());
+    }
+    if (*admin) {
+      log::warn("created an admin token; it is in {} (readable only by this user)",
+                (*admin)->string());
+    }
+    auto secret = load_link_secret(config.data_dir);
+    if (!secret) {
+      return tl::unexpected(secret.error());
+    }
+    link_secret = std::move(*secret);
     db_writer = std::make_shared<storage::connection>(std::move(*conn));
     db_reads = std::move(*reads);
     return {};
@@ -201,6 +222,9 @@ node::~node() {
     caf::anon_send_exit(impl_->store_writer, caf::exit_reason::user_shutdown);
   }
   impl_->store_writer = nullptr;
+  if (impl_->api) {
+    impl_->api->writer = nullptr;
+  }
   impl_->system.reset(); // waits for every actor to finish
 }
 
@@ -236,8 +260,26 @@ expected<endpoint> node::start() {
       [sys = d.system.get()] { return static_cast<double>(sys->registry().running()); });
   d.health = spawn_health(*d.system);
 
+  d.api = std::make_shared<api_state>();
+  auto& api = d.api;
+  api->system = d.system.get();
+  api->writer = d.store_writer;
+  api->reads = d.db_reads;
+  api->config = d.config.api;
+  api->data_dir = d.config.data_dir;
+  api->link_secret = d.link_secret;
+  api->limiter =
+      std::make_shared<rate_limiter>(d.config.api.rate_per_second, d.config.api.rate_burst);
   net::router routes;
-  add_system_routes(routes, {d.system.get(), d.health, &d.metrics});
+  system_route_context system_context{d.system.get(), d.health, &d.metrics, {}, false};
+  system_context.guard = [api](net::route_handler h) {
+    return guard(
+        api, api_access::chat,
+        [h = std::move(h)](net::request_context& ctx, const api_caller&) { return h(ctx); });
+  };
+  system_context.metrics_open = d.config.api.open_metrics;
+  add_system_routes(routes, system_context);
+  add_api_routes(routes, api);
   d.server = std::make_unique<net::http_server>(
       d.io, std::move(routes), net::http_server_options::from(d.config.server), d.metrics);
   auto bound = d.server->listen(d.config.listen);

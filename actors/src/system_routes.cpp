@@ -45,10 +45,14 @@ asio::awaitable<net::http_response> metrics_text(system_route_context context) {
 void add_system_routes(net::router& routes, system_route_context context) {
   routes.add(net::http_method::get, "/healthz",
              [context](net::request_context&) { return healthz(context); });
+  auto guarded = [&context](net::route_handler h, bool open) {
+    return context.guard && !open ? context.guard(std::move(h)) : h;
+  };
   routes.add(net::http_method::get, "/version",
-             [](net::request_context&) { return version_info(); });
+             guarded([](net::request_context&) { return version_info(); }, false));
   routes.add(net::http_method::get, "/metrics",
-             [context](net::request_context&) { return metrics_text(context); });
+             guarded([context](net::request_context&) { return metrics_text(context); },
+                     context.metrics_open));
 }
 
 } // namespace troupe::actors

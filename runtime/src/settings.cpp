@@ -38,6 +38,28 @@ expected<std::chrono::milliseconds> parse_millis(std::string_view text, std::int
   });
 }
 
+// A positive rate or size given as a (possibly fractional) number.
+expected<double> parse_rate(std::string_view text) {
+  double value = 0;
+  const auto* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc{} || ptr != end || text.empty() || !(value > 0) || value > 1e9) {
+    return fail(errc::invalid_argument, fmt::format("'{}' is not a positive number", text));
+  }
+  return value;
+}
+
+std::string join_commas(const std::vector<std::string>& items) {
+  std::string out;
+  for (const auto& item : items) {
+    if (!out.empty()) {
+      out += ',';
+    }
+    out += item;
+  }
+  return out;
+}
+
 // One key: how to set it from text and how to read it back as TOML text.
 struct setting_spec {
   using setter = std::function<expected<void>(settings&, std::string_view)>;
@@ -244,6 +266,71 @@ const std::vector<setting_spec>& specs() {
     t.push_back(integer_spec<unsigned>(
         "storage.read_connections", "read-only database connections in the read pool",
         [](settings& s) -> unsigned& { return s.storage.read_connections; }, 1u, 64u));
+    t.push_back(make_spec(
+        "api.rate_per_second", "requests per second each token may make on average",
+        [](settings& s, std::string_view text) -> expected<void> {
+          auto v = parse_rate(text);
+          if (!v) {
+            return tl::unexpected(v.error());
+          }
+          s.api.rate_per_second = *v;
+          return {};
+        },
+        [](const settings& s) { return fmt::format("{}", s.api.rate_per_second); }));
+    t.push_back(make_spec(
+        "api.rate_burst", "requests a token may make at once before the rate applies",
+        [](settings& s, std::string_view text) -> expected<void> {
+          auto v = parse_rate(text);
+          if (!v) {
+            return tl::unexpected(v.error());
+          }
+          if (*v < 1.0) {
+            return fail(errc::invalid_argument, "must be at least 1");
+          }
+          s.api.rate_burst = *v;
+          return {};
+        },
+        [](const settings& s) { return fmt::format("{}", s.api.rate_burst); }));
+    t.push_back(integer_spec<std::size_t>(
+        "api.max_upload_bytes", "largest uploaded file (larger: 413)",
+        [](settings& s) -> std::size_t& { return s.api.max_upload_bytes; }, std::size_t{1},
+        std::size_t{1} << 34));
+    t.push_back(millis_spec(
+        "api.signed_link_ttl_ms", "how long a signed file download link stays valid",
+        [](settings& s) -> std::chrono::milliseconds& { return s.api.signed_link_ttl; }, 1000,
+        31'536'000'000));
+    t.push_back(make_spec(
+        "api.cors_origins", "comma-separated origins allowed by CORS, or * (empty: none)",
+        [](settings& s, std::string_view text) -> expected<void> {
+          s.api.cors_origins.clear();
+          while (!text.empty()) {
+            const auto comma = text.find(',');
+            auto item = text.substr(0, comma);
+            while (!item.empty() && item.front() == ' ') {
+              item.remove_prefix(1);
+            }
+            while (!item.empty() && item.back() == ' ') {
+              item.remove_suffix(1);
+            }
+            if (!item.empty()) {
+              s.api.cors_origins.emplace_back(item);
+            }
+            text = comma == std::string_view::npos ? std::string_view{} : text.substr(comma + 1);
+          }
+          return {};
+        },
+        [](const settings& s) { return toml_string(join_commas(s.api.cors_origins)); }));
+    t.push_back(make_spec(
+        "api.open_metrics", "serve /metrics without a token (true | false)",
+        [](settings& s, std::string_view text) -> expected<void> {
+          if (text != "true" && text != "false") {
+            return fail(errc::invalid_argument,
+                        fmt::format("'{}' is not a boolean (expected true or false)", text));
+          }
+          s.api.open_metrics = text == "true";
+          return {};
+        },
+        [](const settings& s) { return std::string(s.api.open_metrics ? "true" : "false"); }));
     return t;
   }();
   return table;

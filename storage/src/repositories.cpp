@@ -97,16 +97,16 @@ user_record read_user(const statement& s) {
 }
 
 constexpr std::string_view token_columns =
-    "id, user_id, name, token_hash, created_at, last_used_at, revoked_at";
+    "id, user_id, name, token_hash, created_at, last_used_at, revoked_at, scope, agent_id";
 api_token_record read_token(const statement& s) {
-  return {s.int64(0), s.int64(1),          s.text(2),          s.text(3),
-          s.int64(4), s.optional_int64(5), s.optional_int64(6)};
+  return {s.int64(0),          s.int64(1),          s.text(2), s.text(3),          s.int64(4),
+          s.optional_int64(5), s.optional_int64(6), s.text(7), s.optional_int64(8)};
 }
 
 constexpr std::string_view provider_columns =
-    "id, name, kind, base_url, api_key_ref, config_json, created_at";
+    "id, name, kind, base_url, api_key_ref, config_json, created_at, api_key";
 provider_record read_provider(const statement& s) {
-  return {s.int64(0), s.text(1), s.text(2), s.text(3), s.text(4), s.text(5), s.int64(6)};
+  return {s.int64(0), s.text(1), s.text(2), s.text(3), s.text(4), s.text(5), s.int64(6), s.text(7)};
 }
 
 constexpr std::string_view agent_columns =
@@ -301,9 +301,9 @@ expected<user_record> find_user_by_name(connection& c, std::string_view name) {
 
 expected<row_id> insert_api_token(connection& c, api_token_record r) {
   return insert_row(c,
-                    "INSERT INTO api_tokens (user_id, name, token_hash, created_at) "
-                    "VALUES (?, ?, ?, ?)",
-                    r.user_id, r.name, r.token_hash, stamp(r.created_at));
+                    "INSERT INTO api_tokens (user_id, name, token_hash, created_at, scope, "
+                    "agent_id) VALUES (?, ?, ?, ?, ?, ?)",
+                    r.user_id, r.name, r.token_hash, stamp(r.created_at), r.scope, r.agent_id);
 }
 
 expected<api_token_record> find_api_token(connection& c, std::string_view token_hash) {
@@ -323,8 +323,9 @@ expected<void> revoke_api_token(connection& c, row_id id) {
 expected<row_id> insert_provider(connection& c, provider_record r) {
   return insert_row(c,
                     "INSERT INTO providers (name, kind, base_url, api_key_ref, config_json, "
-                    "created_at) VALUES (?, ?, ?, ?, ?, ?)",
-                    r.name, r.kind, r.base_url, r.api_key_ref, r.config_json, stamp(r.created_at));
+                    "created_at, api_key) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    r.name, r.kind, r.base_url, r.api_key_ref, r.config_json, stamp(r.created_at),
+                    r.api_key);
 }
 
 expected<provider_record> find_provider(connection& c, row_id id) {
@@ -852,6 +853,126 @@ expected<search_engine_record> find_default_search_engine(connection& c) {
 expected<std::vector<search_engine_record>> list_search_engines(connection& c) {
   static const auto sql = select(engine_columns, "search_engines", "ORDER BY name");
   return query_all<search_engine_record>(c, sql, read_engine);
+}
+
+// --- the API's listings and edits ---
+
+namespace {
+
+expected<page_total> count_of(connection& c, std::string_view sql, auto... args) {
+  auto n = c.query_int(sql, args...);
+  if (!n) {
+    return tl::unexpected(n.error());
+  }
+  return page_total{*n};
+}
+
+} // namespace
+
+expected<std::vector<user_record>> list_users(connection& c, page p) {
+  static const auto sql = select(user_columns, "users", "ORDER BY id LIMIT ? OFFSET ?");
+  return query_all<user_record>(c, sql, read_user, p.limit, p.offset);
+}
+
+expected<page_total> count_users(connection& c) {
+  return count_of(c, "SELECT COUNT(*) FROM users");
+}
+
+expected<std::int64_t> count_live_admin_tokens(connection& c) {
+  return c.query_int(
+      "SELECT COUNT(*) FROM api_tokens WHERE scope = 'admin' AND revoked_at IS NULL");
+}
+
+expected<api_token_record> find_api_token_by_id(connection& c, row_id id) {
+  static const auto sql = select(token_columns, "api_tokens", "WHERE id = ?");
+  return query_one<api_token_record>(c, "API token", sql, read_token, id);
+}
+
+expected<std::vector<api_token_record>> list_api_tokens(connection& c,
+                                                        std::optional<row_id> user_id, page p) {
+  static const auto sql =
+      select(token_columns, "api_tokens",
+             "WHERE (?1 IS NULL OR user_id = ?1) ORDER BY id LIMIT ?2 OFFSET ?3");
+  return query_all<api_token_record>(c, sql, read_token, user_id, p.limit, p.offset);
+}
+
+expected<page_total> count_api_tokens(connection& c, std::optional<row_id> user_id) {
+  return count_of(c, "SELECT COUNT(*) FROM api_tokens WHERE (?1 IS NULL OR user_id = ?1)", user_id);
+}
+
+expected<std::vector<provider_record>> list_providers(connection& c, page p) {
+  static const auto sql = select(provider_columns, "providers", "ORDER BY id LIMIT ? OFFSET ?");
+  return query_all<provider_record>(c, sql, read_provider, p.limit, p.offset);
+}
+
+expected<page_total> count_providers(connection& c) {
+  return count_of(c, "SELECT COUNT(*) FROM providers");
+}
+
+expected<void> update_provider(connection& c, const provider_record& r) {
+  return change_one(c, "provider", r.id,
+                    "UPDATE providers SET name = ?, kind = ?, base_url = ?, api_key_ref = ?, "
+                    "config_json = ?, api_key = ? WHERE id = ?",
+                    r.name, r.kind, r.base_url, r.api_key_ref, r.config_json, r.api_key, r.id);
+}
+
+expected<void> delete_provider(connection& c, row_id id) {
+  return change_one(c, "provider", id, "DELETE FROM providers WHERE id = ?", id);
+}
+
+expected<std::vector<agent_record>> list_agents(connection& c, page p) {
+  static const auto sql = select(agent_columns, "agents", "ORDER BY id LIMIT ? OFFSET ?");
+  return query_all<agent_record>(c, sql, read_agent, p.limit, p.offset);
+}
+
+expected<page_total> count_agents(connection& c) {
+  return count_of(c, "SELECT COUNT(*) FROM agents");
+}
+
+expected<void> update_agent(connection& c, const agent_record& r) {
+  return change_one(c, "agent", r.id,
+                    "UPDATE agents SET name = ?, system_prompt = ?, provider_id = ?, "
+                    "main_model = ?, fast_model = ?, fallback_model = ?, tools_json = ?, "
+                    "limits_json = ?, queue_policy = ?, updated_at = ? WHERE id = ?",
+                    r.name, r.system_prompt, r.provider_id, r.main_model, r.fast_model,
+                    r.fallback_model, r.tools_json, r.limits_json, r.queue_policy, now_millis(),
+                    r.id);
+}
+
+expected<void> delete_agent(connection& c, row_id id) {
+  return change_one(c, "agent", id, "DELETE FROM agents WHERE id = ?", id);
+}
+
+expected<std::vector<conversation_record>> list_conversations_page(connection& c,
+                                                                   row_id owner_user_id, page p) {
+  static const auto sql =
+      select(conversation_columns, "conversations",
+             "WHERE owner_user_id = ? ORDER BY updated_at DESC, id DESC LIMIT ? OFFSET ?");
+  return query_all<conversation_record>(c, sql, read_conversation, owner_user_id, p.limit,
+                                        p.offset);
+}
+
+expected<page_total> count_conversations(connection& c, row_id owner_user_id) {
+  return count_of(c, "SELECT COUNT(*) FROM conversations WHERE owner_user_id = ?", owner_user_id);
+}
+
+expected<bool> has_active_run(connection& c, row_id conversation_id) {
+  auto n = c.query_int("SELECT COUNT(*) FROM runs WHERE conversation_id = ? AND status IN "
+                       "('queued', 'running')",
+                       conversation_id);
+  if (!n) {
+    return tl::unexpected(n.error());
+  }
+  return *n > 0;
+}
+
+expected<void> delete_conversation(connection& c, row_id id) {
+  return change_one(c, "conversation", id, "DELETE FROM conversations WHERE id = ?", id);
+}
+
+expected<file_record> find_file_by_uuid(connection& c, std::string_view uuid) {
+  static const auto sql = select(file_columns, "files", "WHERE uuid = ?");
+  return query_one<file_record>(c, "file", sql, read_file, uuid);
 }
 
 } // namespace troupe::storage

@@ -299,6 +299,15 @@ END;
 INSERT INTO messages_fts(messages_fts) VALUES ('rebuild');
 )sql";
 
+// Version 3: a token's scope (admin | user | agent, the last bound to one agent) and a
+// provider key given through the API.
+constexpr std::string_view schema_v3 = R"sql(
+ALTER TABLE api_tokens ADD COLUMN scope TEXT NOT NULL DEFAULT 'user'
+  CHECK (scope IN ('admin', 'user', 'agent'));
+ALTER TABLE api_tokens ADD COLUMN agent_id INTEGER REFERENCES agents(id) ON DELETE CASCADE;
+ALTER TABLE providers ADD COLUMN api_key TEXT NOT NULL DEFAULT '';
+)sql";
+
 struct migration {
   int version;
   std::string_view description;
@@ -316,6 +325,7 @@ const std::vector<migration>& migrations() {
          }
          return {};
        }},
+      {3, "token scopes and provider keys", [](connection& c) { return c.exec(schema_v3); }},
   };
   return list;
 }

@@ -18,6 +18,14 @@ std::vector<std::string> serve_args(const temp_dir& dir) {
   return {"serve", "--listen", "127.0.0.1:0", "--data-dir", (dir.path() / "data").string()};
 }
 
+// The header carrying the admin token troupe wrote on its first start.
+std::string admin_auth(const temp_dir& dir) {
+  std::ifstream in(dir.path() / "data" / "admin.token");
+  std::string token;
+  std::getline(in, token);
+  return "Authorization: Bearer " + token + "\r\n";
+}
+
 } // namespace
 
 TEST_CASE("troupe serve answers healthz, version and metrics", "[integration]") {
@@ -30,11 +38,13 @@ TEST_CASE("troupe serve answers healthz, version and metrics", "[integration]") 
   CHECK(status_of(health) == 200);
   CHECK(body_of(health) == R"({"status":"ok"})");
 
-  const auto version = http_exchange(*port, "GET", "/version");
+  // /version and /metrics need a token; /healthz does not.
+  CHECK(status_of(http_exchange(*port, "GET", "/version")) == 401);
+  const auto version = http_exchange(*port, "GET", "/version", {}, admin_auth(dir));
   CHECK(status_of(version) == 200);
   CHECK_THAT(body_of(version), Catch::Contains(R"("name":"troupe","version":")"));
 
-  const auto metrics = http_exchange(*port, "GET", "/metrics");
+  const auto metrics = http_exchange(*port, "GET", "/metrics", {}, admin_auth(dir));
   CHECK(status_of(metrics) == 200);
   CHECK_THAT(metrics, Catch::Contains("text/plain; version=0.0.4"));
   CHECK_THAT(metrics,

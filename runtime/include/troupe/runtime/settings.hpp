@@ -77,6 +77,22 @@ struct storage_settings {
   unsigned read_connections = 4;
 };
 
+/// `[api]`: the /api/v1 surface: per-token rate limits, uploads, signed links and CORS.
+struct api_settings {
+  /// Requests per second each token may make on average (token bucket refill rate).
+  double rate_per_second = 20.0;
+  /// Requests a token may make at once before the rate applies (bucket size).
+  double rate_burst = 40.0;
+  /// Largest uploaded file (larger: 413). The server's body limit also applies.
+  std::size_t max_upload_bytes = 1000 * 1000;
+  /// How long a signed file link stays valid.
+  std::chrono::milliseconds signed_link_ttl{3'600'000};
+  /// Origins allowed by CORS (exact match, or "*"); empty: no CORS headers at all.
+  std::vector<std::string> cors_origins;
+  /// Serve /metrics without a token (for scrapers on a trusted network).
+  bool open_metrics = false;
+};
+
 /// Everything `troupe serve` is configured by.
 struct settings {
   endpoint listen;
@@ -86,6 +102,7 @@ struct settings {
   server_settings server;
   actor_settings actors;
   storage_settings storage;
+  api_settings api;
   /// `[[providers]]` entries of the config file.
   std::vector<provider_settings> providers;
   /// `[[agents]]` entries of the config file.

@@ -43,6 +43,10 @@ struct api_token_record {
   std::int64_t created_at = 0;
   std::optional<std::int64_t> last_used_at;
   std::optional<std::int64_t> revoked_at;
+  /// What the token may do: "admin", "user", or "agent" (chat with `agent_id` only).
+  std::string scope = "user";
+  /// For scope "agent": the one agent the token may chat with.
+  std::optional<row_id> agent_id;
 };
 
 /// An LLM provider endpoint (openai, claude, openai-compatible, …).
@@ -55,6 +59,8 @@ struct provider_record {
   std::string api_key_ref;
   std::string config_json = "{}";
   std::int64_t created_at = 0;
+  /// A key given through the API; never returned by it. Empty: none (use `api_key_ref`).
+  std::string api_key;
 };
 
 /// An agent: its prompt, models, tools, limits and mid-run queue policy.

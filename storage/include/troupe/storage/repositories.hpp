@@ -8,6 +8,7 @@
 /// fail with `not_found`; constraint violations fail with `conflict`.
 
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -132,5 +133,49 @@ expected<std::vector<mcp_server_record>> list_mcp_servers(connection& c);
 expected<row_id> insert_search_engine(connection& c, search_engine_record r);
 expected<search_engine_record> find_default_search_engine(connection& c);
 expected<std::vector<search_engine_record>> list_search_engines(connection& c);
+
+// the API's listings and edits
+
+/// A window of a listing.
+struct page {
+  std::int64_t limit = 50;
+  std::int64_t offset = 0;
+};
+/// How many rows a listing has in all.
+struct page_total {
+  std::int64_t count = 0;
+};
+
+expected<std::vector<user_record>> list_users(connection& c, page p);
+expected<page_total> count_users(connection& c);
+/// Admin tokens not revoked (0 on first start).
+expected<std::int64_t> count_live_admin_tokens(connection& c);
+/// A token by id, revoked or not.
+expected<api_token_record> find_api_token_by_id(connection& c, row_id id);
+/// Tokens of one user, or of everyone when `user_id` is empty.
+expected<std::vector<api_token_record>> list_api_tokens(connection& c,
+                                                        std::optional<row_id> user_id, page p);
+expected<page_total> count_api_tokens(connection& c, std::optional<row_id> user_id);
+expected<std::vector<provider_record>> list_providers(connection& c, page p);
+expected<page_total> count_providers(connection& c);
+/// Rewrites every column but `created_at` of provider `r.id`.
+expected<void> update_provider(connection& c, const provider_record& r);
+expected<void> delete_provider(connection& c, row_id id);
+expected<std::vector<agent_record>> list_agents(connection& c, page p);
+expected<page_total> count_agents(connection& c);
+/// Rewrites every column but `uuid` and `created_at` of agent `r.id`; stamps `updated_at`.
+expected<void> update_agent(connection& c, const agent_record& r);
+/// Fails with `conflict` while conversations still use the agent.
+expected<void> delete_agent(connection& c, row_id id);
+/// The owner's conversations, most recently updated first.
+expected<std::vector<conversation_record>> list_conversations_page(connection& c,
+                                                                   row_id owner_user_id, page p);
+expected<page_total> count_conversations(connection& c, row_id owner_user_id);
+/// Whether a run of the conversation is queued or running.
+expected<bool> has_active_run(connection& c, row_id conversation_id);
+/// Deletes a conversation with its messages and runs (by cascade).
+expected<void> delete_conversation(connection& c, row_id id);
+/// A file by uuid whoever owns it (for signed links, which carry no token).
+expected<file_record> find_file_by_uuid(connection& c, std::string_view uuid);
 
 } // namespace troupe::storage

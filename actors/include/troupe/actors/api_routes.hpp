@@ -1,0 +1,129 @@
+#pragma once
+
+/// \file
+/// The native API under `/api/v1`: bearer-token authentication, per-token rate limits,
+/// CORS, and the users, tokens, agents, providers, conversations and files routes.
+/// Later routes (chat, runs) authenticate through `guard` and get the caller from it.
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include <boost/asio/awaitable.hpp>
+#include <caf/fwd.hpp>
+
+#include "troupe/actors/store_writer.hpp"
+#include "troupe/net/http_server.hpp"
+#include "troupe/runtime/error.hpp"
+#include "troupe/runtime/settings.hpp"
+#include "troupe/storage/connection.hpp"
+#include "troupe/storage/database.hpp"
+#include "troupe/storage/records.hpp"
+
+namespace troupe::actors {
+
+/// Who is calling: the user and the token that authenticated the request.
+struct api_caller {
+  storage::row_id user_id = 0;
+  storage::row_id token_id = 0;
+  /// "admin", "user" or "agent" (chat with `agent_id` only).
+  std::string scope;
+  std::optional<storage::row_id> agent_id;
+
+  bool is_admin() const noexcept {
+    return scope == "admin";
+  }
+};
+
+/// What a route requires of its caller's token.
+enum class api_access {
+  /// Admin tokens only (manage agents, providers, users).
+  admin,
+  /// Admin or user tokens; agent-scoped tokens get 403.
+  user,
+  /// Any token, agent-scoped ones included (chat routes; the handler must check that an
+  /// agent-scoped token names its own agent).
+  chat,
+};
+
+/// Token buckets, one per token id: `rate` requests per second, up to `burst` at once.
+class rate_limiter {
+public:
+  rate_limiter(double rate, double burst) : rate_(rate), burst_(burst) {}
+  /// Takes one request from the token's bucket; when empty, the seconds until one is
+  /// available again (at least 1).
+  std::optional<long> take(storage::row_id token_id);
+
+private:
+  struct bucket {
+    double level = 0;
+    std::chrono::steady_clock::time_point last;
+  };
+  double rate_;
+  double burst_;
+  std::mutex mutex_;
+  std::unordered_map<storage::row_id, bucket> buckets_;
+};
+
+/// Everything the API routes share.
+struct api_state {
+  caf::actor_system* system = nullptr;
+  store_writer_actor writer;
+  std::shared_ptr<storage::read_pool> reads;
+  api_settings config;
+  std::filesystem::path data_dir;
+  /// The key signing file links (`<data-dir>/link.secret`).
+  std::string link_secret;
+  std::shared_ptr<rate_limiter> limiter;
+};
+
+/// A handler behind `guard`: it gets the authenticated caller.
+using api_handler = std::function<boost::asio::awaitable<net::http_response>(net::request_context&,
+                                                                             const api_caller&)>;
+
+/// Wraps `handler`: 401 without a live bearer token, 403 when its scope lacks `access`,
+/// 429 with Retry-After past the token's rate, CORS headers on the answer.
+net::route_handler guard(std::shared_ptr<api_state> state, api_access access, api_handler handler);
+
+/// Adds CORS headers for the request's Origin to `response` when it is allowed.
+void add_cors_headers(const api_settings& config, const net::http_request& request,
+                      net::http_response& response);
+
+/// Answers CORS preflight (OPTIONS) for `pattern`, once per pattern.
+void add_preflight(net::router& routes, std::shared_ptr<api_state> state, std::string_view pattern);
+
+/// Adds every `/api/v1` route to `routes`.
+void add_api_routes(net::router& routes, std::shared_ptr<api_state> state);
+
+/// A new random token ("trp_" and 64 hex digits) and its stored hash.
+struct minted_token {
+  std::string token;
+  std::string hash;
+};
+expected<minted_token> mint_token();
+/// The hash stored for `token` (SHA-256, hex).
+std::string hash_token(std::string_view token);
+
+/// First start: when no live admin token exists, creates the `admin` user (if missing)
+/// and an admin token, and writes the token to `<data_dir>/admin.token` (mode 0600).
+/// Runs on the writer connection before the store_writer takes it. Returns the file's
+/// path when it created a token.
+expected<std::optional<std::filesystem::path>>
+bootstrap_admin(storage::connection& writer, const std::filesystem::path& data_dir);
+
+/// Reads `<data_dir>/link.secret`, creating it (32 random bytes, mode 0600) if missing.
+expected<std::string> load_link_secret(const std::filesystem::path& data_dir);
+
+/// A signed download link for file `uuid`, valid until `expires` (Unix seconds).
+std::string signed_file_link(const std::string& secret, std::string_view uuid,
+                             std::int64_t expires);
+/// Whether `sig` signs (`uuid`, `expires`) under `secret` (constant-time).
+bool check_file_signature(const std::string& secret, std::string_view uuid,
+                          std::string_view expires, std::string_view sig);
+
+} // namespace troupe::actors

@@ -1,0 +1,294 @@
+// Authentication, per-token rate limits, CORS, first-start bootstrap and signed links.
+
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cmath>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "troupe/actors/api_routes.hpp"
+#include "troupe/runtime/crypto.hpp"
+#include "troupe/runtime/log.hpp"
+#include "troupe/storage/repositories.hpp"
+
+namespace troupe::actors {
+
+namespace {
+
+constexpr std::string_view token_prefix = "trp_";
+
+// Writes `text` to `path` with mode 0600 via a temporary file and a rename, so a reader
+// never sees half a file and the mode is right from the first byte.
+expected<void> write_private_file(const std::filesystem::path& path, std::string_view text) {
+  const auto tmp = path.string() + ".tmp";
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return fail(errc::io_error, fmt::format("cannot create {}: {}", tmp, std::strerror(errno)));
+  }
+  ::fchmod(fd, 0600);
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const auto n = ::write(fd, text.data() + done, text.size() - done);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      const auto message = fmt::format("cannot write {}: {}", tmp, std::strerror(errno));
+      ::close(fd);
+      return fail(errc::io_error, message);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    return fail(errc::io_error, fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
+  }
+  if (::rename(tmp.c_str(), path.c_str()) != 0) {
+    return fail(errc::io_error, fmt::format("cannot rename {}: {}", tmp, std::strerror(errno)));
+  }
+  return {};
+}
+
+// The bearer token of the request, or empty.
+std::string_view bearer_token(const net::http_request& request) {
+  auto value = request.header("Authorization");
+  if (value.size() <= 7 || !net::iequals(value.substr(0, 7), "Bearer ")) {
+    return {};
+  }
+  value.remove_prefix(7);
+  while (!value.empty() && value.front() == ' ') {
+    value.remove_prefix(1);
+  }
+  while (!value.empty() && value.back() == ' ') {
+    value.remove_suffix(1);
+  }
+  return value;
+}
+
+net::http_response unauthorized(std::string_view message) {
+  auto r = net::http_response::error(401, "unauthenticated", message);
+  r.headers.push_back({"WWW-Authenticate", R"(Bearer realm="troupe")"});
+  return r;
+}
+
+// Runs the guard's checks and then the handler. Parameters by value: this coroutine
+// outlives the lambda that started it.
+boost::asio::awaitable<net::http_response> run_guarded(std::shared_ptr<api_state> state,
+                                                       api_access access, api_handler handler,
+                                                       net::request_context& ctx) {
+  const auto token = bearer_token(ctx.request());
+  net::http_response response;
+  if (token.empty()) {
+    response = unauthorized("this route needs an 'Authorization: Bearer <token>' header");
+  } else {
+    // The hash is looked up (not the token): equal hashes are found by the index, and
+    // comparing digests of a secret leaks nothing useful about the secret.
+    auto found = state->reads->with(
+        [&](storage::connection& c) { return storage::find_api_token(c, hash_token(token)); });
+    if (!found) {
+      if (found.error().code != errc::not_found) {
+        ctx.log().error("token lookup failed: {}", found.error().message);
+        response = net::http_response::error(503, "unavailable", "cannot check the token now");
+      } else {
+        response = unauthorized("unknown or revoked token");
+      }
+    } else {
+      api_caller caller{found->user_id, found->id, found->scope, found->agent_id};
+      if (access == api_access::admin && !caller.is_admin()) {
+        response =
+            net::http_response::error(403, "permission_denied", "this route needs an admin token");
+      } else if (access == api_access::user && caller.scope == "agent") {
+        response = net::http_response::error(403, "permission_denied",
+                                             "an agent-scoped token may only use the chat routes");
+      } else if (auto wait = state->limiter->take(caller.token_id)) {
+        response = net::http_response::error(
+            429, "rate_limited", fmt::format("too many requests; retry in {} s", *wait));
+        response.headers.push_back({"Retry-After", std::to_string(*wait)});
+      } else {
+        // Awaited as a named value: GCC 12 mishandles temporaries in co_await expressions.
+        auto pending = handler(ctx, caller);
+        response = co_await std::move(pending);
+      }
+    }
+  }
+  add_cors_headers(state->config, ctx.request(), response);
+  co_return response;
+}
+
+} // namespace
+
+std::optional<long> rate_limiter::take(storage::row_id token_id) {
+  const auto now = std::chrono::steady_clock::now();
+  std::lock_guard lock(mutex_);
+  auto [it, fresh] = buckets_.try_emplace(token_id, bucket{burst_, now});
+  auto& b = it->second;
+  if (!fresh) {
+    const std::chrono::duration<double> elapsed = now - b.last;
+    b.level = std::min(burst_, b.level + elapsed.count() * rate_);
+    b.last = now;
+  }
+  if (b.level >= 1.0) {
+    b.level -= 1.0;
+    return std::nullopt;
+  }
+  return std::max(1L, static_cast<long>(std::ceil((1.0 - b.level) / rate_)));
+}
+
+net::route_handler guard(std::shared_ptr<api_state> state, api_access access, api_handler handler) {
+  return [state = std::move(state), access, handler = std::move(handler)](
+             net::request_context& ctx) { return run_guarded(state, access, handler, ctx); };
+}
+
+void add_cors_headers(const api_settings& config, const net::http_request& request,
+                      net::http_response& response) {
+  const auto origin = request.header("Origin");
+  if (origin.empty() || config.cors_origins.empty()) {
+    return;
+  }
+  for (const auto& allowed : config.cors_origins) {
+    if (allowed == "*" || allowed == origin) {
+      response.headers.push_back({"Access-Control-Allow-Origin", std::string(origin)});
+      response.headers.push_back({"Vary", "Origin"});
+      response.headers.push_back(
+          {"Access-Control-Expose-Headers", "Retry-After, X-Request-Id, Content-Disposition"});
+      return;
+    }
+  }
+}
+
+namespace {
+
+boost::asio::awaitable<net::http_response> preflight(std::shared_ptr<api_state> state,
+                                                     net::request_context& ctx) {
+  auto response = net::http_response::text(204, "");
+  const auto before = response.headers.size();
+  add_cors_headers(state->config, ctx.request(), response);
+  if (response.headers.size() != before) {
+    response.headers.push_back(
+        {"Access-Control-Allow-Methods", "GET, POST, PUT, PATCH, DELETE, OPTIONS"});
+    response.headers.push_back(
+        {"Access-Control-Allow-Headers", "Authorization, Content-Type, Last-Event-ID"});
+    response.headers.push_back({"Access-Control-Max-Age", "600"});
+  }
+  co_return response;
+}
+
+} // namespace
+
+void add_preflight(net::router& routes, std::shared_ptr<api_state> state,
+                   std::string_view pattern) {
+  routes.add(
+      net::http_method::options, pattern,
+      [state = std::move(state)](net::request_context& ctx) { return preflight(state, ctx); });
+}
+
+std::string hash_token(std::string_view token) {
+  return sha256_hex(token);
+}
+
+expected<minted_token> mint_token() {
+  auto bytes = random_bytes(32);
+  if (!bytes) {
+    return tl::unexpected(bytes.error());
+  }
+  minted_token t;
+  t.token = std::string(token_prefix) + to_hex(*bytes);
+  t.hash = hash_token(t.token);
+  return t;
+}
+
+expected<std::optional<std::filesystem::path>>
+bootstrap_admin(storage::connection& writer, const std::filesystem::path& data_dir) {
+  auto admins = storage::count_live_admin_tokens(writer);
+  if (!admins) {
+    return tl::unexpected(admins.error());
+  }
+  if (*admins > 0) {
+    return std::optional<std::filesystem::path>{};
+  }
+  const auto path = data_dir / "admin.token";
+  auto done = storage::in_transaction(writer, [&](storage::connection& c) -> expected<void> {
+    storage::row_id user_id = 0;
+    if (auto user = storage::find_user_by_name(c, "admin")) {
+      user_id = user->id;
+    } else {
+      storage::user_record u;
+      u.name = "admin";
+      u.display_name = "Administrator";
+      u.role = "admin";
+      auto id = storage::insert_user(c, u);
+      if (!id) {
+        return tl::unexpected(id.error());
+      }
+      user_id = *id;
+    }
+    auto minted = mint_token();
+    if (!minted) {
+      return tl::unexpected(minted.error());
+    }
+    storage::api_token_record t;
+    t.user_id = user_id;
+    t.name = "bootstrap admin";
+    t.token_hash = minted->hash;
+    t.scope = "admin";
+    if (auto id = storage::insert_api_token(c, t); !id) {
+      return tl::unexpected(id.error());
+    }
+    // Written before the commit: if the file cannot be written, no token exists that
+    // nobody knows.
+    return write_private_file(path, minted->token + "\n");
+  });
+  if (!done) {
+    return tl::unexpected(done.error());
+  }
+  return std::optional<std::filesystem::path>{path};
+}
+
+expected<std::string> load_link_secret(const std::filesystem::path& data_dir) {
+  const auto path = data_dir / "link.secret";
+  if (std::ifstream in(path); in) {
+    std::string secret;
+    std::getline(in, secret);
+    if (secret.size() >= 32) {
+      return secret;
+    }
+  }
+  auto bytes = random_bytes(32);
+  if (!bytes) {
+    return tl::unexpected(bytes.error());
+  }
+  auto secret = to_hex(*bytes);
+  if (auto ok = write_private_file(path, secret + "\n"); !ok) {
+    return tl::unexpected(ok.error());
+  }
+  return secret;
+}
+
+namespace {
+
+std::string file_signature(const std::string& secret, std::string_view uuid,
+                           std::string_view expires) {
+  return to_hex(hmac_sha256(secret, fmt::format("file\n{}\n{}", uuid, expires)));
+}
+
+} // namespace
+
+std::string signed_file_link(const std::string& secret, std::string_view uuid,
+                             std::int64_t expires) {
+  const auto e = std::to_string(expires);
+  return fmt::format("/api/v1/files/{}/content?expires={}&sig={}", uuid, e,
+                     file_signature(secret, uuid, e));
+}
+
+bool check_file_signature(const std::string& secret, std::string_view uuid,
+                          std::string_view expires, std::string_view sig) {
+  return constant_time_equal(file_signature(secret, uuid, expires), sig);
+}
+
+} // namespace troupe::actors

@@ -1,0 +1,444 @@
+// The /api/v1/files routes: multipart upload, metadata, and downloads for the owner's
+// token or a signed, expiring link.
+
+#include <fcntl.h>
+#include <unistd.h>
+
+#include <cctype>
+#include <cerrno>
+#include <charconv>
+#include <cstring>
+#include <fstream>
+#include <set>
+#include <sstream>
+
+#include <fmt/format.h>
+
+#include "api_json.hpp"
+#include "troupe/actors/api_routes.hpp"
+#include "troupe/runtime/crypto.hpp"
+#include "troupe/runtime/json_writer.hpp"
+#include "troupe/storage/repositories.hpp"
+#include "troupe/storage/write_op.hpp"
+
+namespace troupe::actors {
+
+namespace {
+
+namespace asio = boost::asio;
+using net::http_response;
+using net::request_context;
+using state_ptr = std::shared_ptr<api_state>;
+
+constexpr auto write_timeout = std::chrono::seconds(10);
+
+std::int64_t unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+// One part of a multipart/form-data body.
+struct form_part {
+  std::string name;
+  std::string filename;
+  std::string content_type;
+  std::string_view data;
+};
+
+// The value of `key=` in a header's parameters ("form-data; name=\"file\""), unquoted.
+std::string header_param(std::string_view header, std::string_view key) {
+  std::size_t at = 0;
+  while ((at = header.find(key, at)) != std::string_view::npos) {
+    const bool starts = at == 0 || header[at - 1] == ';' || header[at - 1] == ' ';
+    const auto after = at + key.size();
+    if (!starts || after >= header.size() || header[after] != '=') {
+      at = after;
+      continue;
+    }
+    auto value = header.substr(after + 1);
+    if (!value.empty() && value.front() == '"') {
+      std::string out;
+      for (std::size_t i = 1; i < value.size() && value[i] != '"'; ++i) {
+        if (value[i] == '\\' && i + 1 < value.size()) {
+          ++i;
+        }
+        out.push_back(value[i]);
+      }
+      return out;
+    }
+    return std::string(value.substr(0, value.find(';')));
+  }
+  return {};
+}
+
+// Splits a multipart body (RFC 7578). Fails on a missing boundary or malformed parts.
+expected<std::vector<form_part>> parse_multipart(std::string_view content_type,
+                                                 std::string_view body) {
+  if (!net::iequals(content_type.substr(0, std::min<std::size_t>(content_type.size(), 19)),
+                    "multipart/form-data")) {
+    return fail(errc::invalid_argument, "body: must be multipart/form-data");
+  }
+  const auto boundary = header_param(content_type, "boundary");
+  if (boundary.empty() || boundary.size() > 70) {
+    return fail(errc::invalid_argument, "body: the multipart boundary is missing");
+  }
+  const auto delimiter = "--" + boundary;
+  std::vector<form_part> parts;
+  auto at = body.find(delimiter);
+  if (at == std::string_view::npos) {
+    return fail(errc::invalid_argument, "body: no multipart part found");
+  }
+  at += delimiter.size();
+  for (;;) {
+    if (body.substr(at, 2) == "--") {
+      return parts; // the closing delimiter
+    }
+    if (body.substr(at, 2) != "\r\n") {
+      return fail(errc::invalid_argument, "body: malformed multipart delimiter");
+    }
+    at += 2;
+    const auto headers_end = body.find("\r\n\r\n", at);
+    if (headers_end == std::string_view::npos) {
+      return fail(errc::invalid_argument, "body: a multipart part has no header end");
+    }
+    form_part part;
+    auto headers = body.substr(at, headers_end - at);
+    while (!headers.empty()) {
+      const auto eol = headers.find("\r\n");
+      const auto line = headers.substr(0, eol);
+      headers = eol == std::string_view::npos ? std::string_view{} : headers.substr(eol + 2);
+      const auto colon = line.find(':');
+      if (colon == std::string_view::npos) {
+        continue;
+      }
+      const auto name = line.substr(0, colon);
+      auto value = line.substr(colon + 1);
+      while (!value.empty() && value.front() == ' ') {
+        value.remove_prefix(1);
+      }
+      if (net::iequals(name, "Content-Disposition")) {
+        part.name = header_param(value, "name");
+        part.filename = header_param(value, "filename");
+      } else if (net::iequals(name, "Content-Type")) {
+        part.content_type = std::string(value);
+      }
+    }
+    const auto data_begin = headers_end + 4;
+    const auto next = body.find("\r\n" + delimiter, data_begin);
+    if (next == std::string_view::npos) {
+      return fail(errc::invalid_argument, "body: a multipart part is not terminated");
+    }
+    part.data = body.substr(data_begin, next - data_begin);
+    parts.push_back(std::move(part));
+    at = next + 2 + delimiter.size();
+  }
+}
+
+// A file name safe to store and show: the last path segment, no control characters,
+// at most 255 bytes.
+std::string clean_file_name(std::string_view name) {
+  const auto slash = name.find_last_of("/\\");
+  if (slash != std::string_view::npos) {
+    name = name.substr(slash + 1);
+  }
+  std::string out;
+  for (const char ch : name) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c >= 0x20 && c != 0x7f) {
+      out.push_back(ch);
+    }
+  }
+  if (out.size() > 255) {
+    out.resize(255);
+  }
+  if (out.empty() || out == "." || out == "..") {
+    out = "file";
+  }
+  return out;
+}
+
+// A media type like "text/plain; charset=utf-8" passes; anything with odd characters or
+// no slash becomes application/octet-stream.
+std::string clean_mime(std::string_view mime) {
+  if (mime.empty() || mime.size() > 127 || mime.find('/') == std::string_view::npos) {
+    return "application/octet-stream";
+  }
+  for (const char ch : mime) {
+    const auto c = static_cast<unsigned char>(ch);
+    if (c < 0x20 || c >= 0x7f) {
+      return "application/octet-stream";
+    }
+  }
+  return std::string(mime);
+}
+
+// `attachment; filename="<ASCII fallback>"; filename*=UTF-8''<percent-encoded>` (RFC 6266
+// and RFC 8187): the quoted form never carries quotes, backslashes or non-ASCII bytes.
+std::string content_disposition(std::string_view name) {
+  std::string ascii;
+  std::string encoded;
+  static constexpr char hex[] = "0123456789ABCDEF";
+  for (const char ch : name) {
+    const auto c = static_cast<unsigned char>(ch);
+    ascii.push_back(c < 0x20 || c >= 0x7f || ch == '"' || ch == '\\' ? '_' : ch);
+    if (std::isalnum(c) || std::strchr("!#$&+-.^_`|~", ch) != nullptr) {
+      encoded.push_back(ch);
+    } else {
+      encoded.push_back('%');
+      encoded.push_back(hex[c >> 4]);
+      encoded.push_back(hex[c & 0x0f]);
+    }
+  }
+  return fmt::format("attachment; filename=\"{}\"; filename*=UTF-8''{}", ascii, encoded);
+}
+
+void write_file(json_writer& w, const storage::file_record& f, const api_state& state) {
+  const auto expires =
+      unix_seconds() +
+      std::chrono::duration_cast<std::chrono::seconds>(state.config.signed_link_ttl).count();
+  w.begin_object();
+  w.key("id").value(f.uuid);
+  w.key("name").value(f.name);
+  w.key("mime_type").value(f.mime_type);
+  w.key("size_bytes").value(f.size_bytes);
+  w.key("sha256").value(f.sha256);
+  w.key("kind").value(f.kind);
+  w.key("created_at").value(f.created_at);
+  w.key("download_url").value(signed_file_link(state.link_secret, f.uuid, expires));
+  w.key("download_expires_at").value(expires);
+  w.end_object();
+}
+
+// Writes `data` to a new file under `dir` with a random name; returns the name.
+expected<std::string> store_bytes(const std::filesystem::path& dir, std::string_view data) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  if (ec) {
+    return fail(errc::io_error, fmt::format("cannot create {}: {}", dir.string(), ec.message()));
+  }
+  auto random = random_bytes(16);
+  if (!random) {
+    return tl::unexpected(random.error());
+  }
+  const auto name = to_hex(*random);
+  const auto path = dir / name;
+  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
+  if (fd < 0) {
+    return fail(errc::io_error, fmt::format("cannot create a file: {}", std::strerror(errno)));
+  }
+  std::size_t done = 0;
+  while (done < data.size()) {
+    const auto n = ::write(fd, data.data() + done, data.size() - done);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      const auto message = fmt::format("cannot write a file: {}", std::strerror(errno));
+      ::close(fd);
+      ::unlink(path.c_str());
+      return fail(errc::io_error, message);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  if (::fsync(fd) != 0 || ::close(fd) != 0) {
+    ::unlink(path.c_str());
+    return fail(errc::io_error, fmt::format("cannot write a file: {}", std::strerror(errno)));
+  }
+  return name;
+}
+
+asio::awaitable<http_response> upload_file(state_ptr state, request_context& ctx,
+                                           api_caller caller) {
+  const auto& request = ctx.request();
+  const auto limit = state->config.max_upload_bytes;
+  // Headers and boundaries of a multipart body are small; a body this much larger than
+  // the limit cannot hold a file within it.
+  if (request.body.size() > limit + 16 * 1024) {
+    co_return http_response::error(413, "payload_too_large",
+                                   fmt::format("file: larger than the {} byte limit", limit));
+  }
+  auto parts = parse_multipart(request.header("Content-Type"), request.body);
+  if (!parts) {
+    co_return detail::error_response(parts.error());
+  }
+  const form_part* file = nullptr;
+  for (const auto& p : *parts) {
+    if (p.name == "file") {
+      file = &p;
+      break;
+    }
+  }
+  if (file == nullptr) {
+    co_return http_response::error(400, "invalid_argument",
+                                   "file: is required (a form field named \"file\")");
+  }
+  if (file->data.size() > limit) {
+    co_return http_response::error(413, "payload_too_large",
+                                   fmt::format("file: larger than the {} byte limit", limit));
+  }
+  storage::file_record f;
+  f.uuid = detail::new_uuid();
+  f.owner_user_id = caller.user_id;
+  f.kind = "upload";
+  f.name = clean_file_name(file->filename);
+  f.mime_type = clean_mime(file->content_type);
+  f.size_bytes = static_cast<std::int64_t>(file->data.size());
+  f.sha256 = sha256_hex(file->data);
+  const auto dir = state->data_dir / "files";
+  auto stored = store_bytes(dir, file->data);
+  if (!stored) {
+    ctx.log().error("upload failed: {}", stored.error().message);
+    co_return detail::error_response(stored.error());
+  }
+  f.storage_path = "files/" + *stored;
+  f.created_at = storage::now_millis();
+  // Awaited as a named value: GCC 12 mishandles temporaries in co_await expressions.
+  auto pending =
+      write(*state->system, state->writer,
+            storage::make_write("store file", [f](auto& c) { return storage::insert_file(c, f); }),
+            write_timeout);
+  auto id = co_await std::move(pending);
+  if (!id) {
+    std::error_code ignored;
+    std::filesystem::remove(dir / *stored, ignored);
+    co_return detail::error_response(id.error());
+  }
+  json_writer w;
+  write_file(w, f, *state);
+  co_return http_response::json(201, std::move(w).str());
+}
+
+asio::awaitable<http_response> file_metadata(state_ptr state, request_context& ctx,
+                                             api_caller caller) {
+  const std::string uuid(ctx.param("id"));
+  auto f = state->reads->with(
+      [&](storage::connection& c) { return storage::find_file(c, uuid, caller.user_id); });
+  if (!f) {
+    co_return http_response::error(404, "not_found", "no such file");
+  }
+  json_writer w;
+  write_file(w, *f, *state);
+  co_return http_response::json(200, std::move(w).str());
+}
+
+asio::awaitable<http_response> list_files(state_ptr state, request_context& ctx,
+                                          api_caller caller) {
+  storage::page p;
+  if (auto bad = detail::read_page(ctx.request(), p)) {
+    co_return *bad;
+  }
+  auto all = state->reads->with(
+      [&](storage::connection& c) { return storage::list_files(c, caller.user_id); });
+  if (!all) {
+    co_return detail::error_response(all.error());
+  }
+  // Newest first; the repository lists oldest first.
+  const auto total = static_cast<std::int64_t>(all->size());
+  json_writer w;
+  w.begin_object();
+  w.key("data").begin_array();
+  for (auto i = total - 1 - p.offset; i >= 0 && i > total - 1 - p.offset - p.limit; --i) {
+    write_file(w, (*all)[static_cast<std::size_t>(i)], *state);
+  }
+  w.end_array();
+  w.key("total").value(total);
+  w.key("limit").value(p.limit);
+  w.key("offset").value(p.offset);
+  w.end_object();
+  co_return http_response::json(200, std::move(w).str());
+}
+
+http_response file_content(const api_state& state, const storage::file_record& f) {
+  std::ifstream in(state.data_dir / f.storage_path, std::ios::binary);
+  if (!in) {
+    return http_response::error(410, "gone", "the file's bytes are missing on the server");
+  }
+  std::ostringstream bytes;
+  bytes << in.rdbuf();
+  http_response r;
+  r.status = 200;
+  r.content_type = f.mime_type;
+  r.body = std::move(bytes).str();
+  r.headers.push_back({"Content-Disposition", content_disposition(f.name)});
+  r.headers.push_back({"X-Content-Type-Options", "nosniff"});
+  r.headers.push_back({"Cache-Control", "private, no-store"});
+  return r;
+}
+
+asio::awaitable<http_response> owner_content(state_ptr state, request_context& ctx,
+                                             api_caller caller) {
+  const std::string uuid(ctx.param("id"));
+  auto f = state->reads->with(
+      [&](storage::connection& c) { return storage::find_file(c, uuid, caller.user_id); });
+  if (!f) {
+    co_return http_response::error(404, "not_found", "no such file");
+  }
+  co_return file_content(*state, *f);
+}
+
+// A signed link stands in for the token; without one, the owner's token is required.
+asio::awaitable<http_response> download(state_ptr state, net::route_handler with_token,
+                                        request_context& ctx) {
+  const auto& request = ctx.request();
+  const auto sig = request.query_param("sig");
+  const auto expires = request.query_param("expires");
+  if (sig.empty() && expires.empty()) {
+    auto pending = with_token(ctx);
+    co_return co_await std::move(pending);
+  }
+  const std::string uuid(ctx.param("id"));
+  std::int64_t until = 0;
+  const auto [ptr, ec] = std::from_chars(expires.data(), expires.data() + expires.size(), until);
+  http_response response;
+  if (ec != std::errc{} || ptr != expires.data() + expires.size() ||
+      !check_file_signature(state->link_secret, uuid, expires, sig)) {
+    response = http_response::error(403, "permission_denied", "the link's signature is invalid");
+  } else if (until < unix_seconds()) {
+    response = http_response::error(403, "permission_denied", "the link has expired");
+  } else {
+    auto f = state->reads->with(
+        [&](storage::connection& c) { return storage::find_file_by_uuid(c, uuid); });
+    response =
+        f ? file_content(*state, *f) : http_response::error(404, "not_found", "no such file");
+  }
+  add_cors_headers(state->config, request, response);
+  co_return response;
+}
+
+} // namespace
+
+void add_file_routes(net::router& routes, std::shared_ptr<api_state> state,
+                     std::set<std::string>& preflighted) {
+  using net::http_method;
+  routes.add(
+      http_method::post, "/api/v1/files",
+      guard(state, api_access::user, [state](request_context& ctx, const api_caller& caller) {
+        return upload_file(state, ctx, caller);
+      }));
+  routes.add(
+      http_method::get, "/api/v1/files",
+      guard(state, api_access::user, [state](request_context& ctx, const api_caller& caller) {
+        return list_files(state, ctx, caller);
+      }));
+  routes.add(
+      http_method::get, "/api/v1/files/{id}",
+      guard(state, api_access::user, [state](request_context& ctx, const api_caller& caller) {
+        return file_metadata(state, ctx, caller);
+      }));
+  auto with_token =
+      guard(state, api_access::user, [state](request_context& ctx, const api_caller& caller) {
+        return owner_content(state, ctx, caller);
+      });
+  routes.add(
+      http_method::get, "/api/v1/files/{id}/content",
+      [state, with_token](request_context& ctx) { return download(state, with_token, ctx); });
+  for (const auto* pattern :
+       {"/api/v1/files", "/api/v1/files/{id}", "/api/v1/files/{id}/content"}) {
+    if (preflighted.emplace(pattern).second) {
+      add_preflight(routes, state, pattern);
+    }
+  }
+}
+
+} // namespace troupe::actors

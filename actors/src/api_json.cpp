@@ -1,0 +1,183 @@
+#include "api_json.hpp"
+
+#include <charconv>
+
+#include <fmt/format.h>
+
+#include "troupe/runtime/crypto.hpp"
+
+namespace troupe::actors::detail {
+
+json_body::json_body(std::string_view text) : padded_(text) {
+  simdjson::dom::element root;
+  if (parser_.parse(padded_).get(root) != simdjson::SUCCESS) {
+    invalid("body", "is not valid JSON");
+    return;
+  }
+  if (root.get_object().get(object_) != simdjson::SUCCESS) {
+    invalid("body", "must be a JSON object");
+  }
+}
+
+std::optional<simdjson::dom::element> json_body::get(std::string_view field) {
+  if (!ok()) {
+    return std::nullopt;
+  }
+  simdjson::dom::element value;
+  if (object_.at_key(field).get(value) != simdjson::SUCCESS) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+bool json_body::has(std::string_view field) {
+  return get(field).has_value();
+}
+
+std::optional<std::string> json_body::text(std::string_view field, bool required,
+                                           std::size_t max_size) {
+  auto value = get(field);
+  if (!value) {
+    if (required) {
+      invalid(field, "is required");
+    }
+    return std::nullopt;
+  }
+  std::string_view s;
+  if (value->get_string().get(s) != simdjson::SUCCESS) {
+    invalid(field, "must be a string");
+    return std::nullopt;
+  }
+  if (required && s.empty()) {
+    invalid(field, "must not be empty");
+    return std::nullopt;
+  }
+  if (s.size() > max_size) {
+    invalid(field, fmt::format("must be at most {} bytes", max_size));
+    return std::nullopt;
+  }
+  return std::string(s);
+}
+
+std::optional<std::optional<std::int64_t>> json_body::integer(std::string_view field,
+                                                              bool nullable) {
+  auto value = get(field);
+  if (!value) {
+    return std::nullopt;
+  }
+  if (nullable && value->is_null()) {
+    return std::optional<std::int64_t>{};
+  }
+  std::int64_t n = 0;
+  if (value->get_int64().get(n) != simdjson::SUCCESS) {
+    invalid(field, nullable ? "must be an integer or null" : "must be an integer");
+    return std::nullopt;
+  }
+  return std::optional<std::int64_t>{n};
+}
+
+std::optional<std::string> json_body::string_array(std::string_view field) {
+  auto value = get(field);
+  if (!value) {
+    return std::nullopt;
+  }
+  simdjson::dom::array items;
+  if (value->get_array().get(items) != simdjson::SUCCESS) {
+    invalid(field, "must be an array of strings");
+    return std::nullopt;
+  }
+  for (auto item : items) {
+    if (!item.is_string()) {
+      invalid(field, "must be an array of strings");
+      return std::nullopt;
+    }
+  }
+  return simdjson::minify(*value);
+}
+
+std::optional<std::string> json_body::object(std::string_view field) {
+  auto value = get(field);
+  if (!value) {
+    return std::nullopt;
+  }
+  if (!value->is_object()) {
+    invalid(field, "must be an object");
+    return std::nullopt;
+  }
+  return simdjson::minify(*value);
+}
+
+void json_body::invalid(std::string_view field, std::string_view what) {
+  if (error_.empty()) {
+    error_ = fmt::format("{}: {}", field, what);
+  }
+}
+
+net::http_response json_body::error_response() const {
+  return net::http_response::error(400, "invalid_argument", error_);
+}
+
+namespace {
+
+std::optional<std::int64_t> parse_int(std::string_view text) {
+  std::int64_t v = 0;
+  const auto* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  if (ec != std::errc{} || ptr != end || text.empty()) {
+    return std::nullopt;
+  }
+  return v;
+}
+
+} // namespace
+
+std::optional<net::http_response> read_page(const net::http_request& request, storage::page& into) {
+  if (const auto limit = request.query_param("limit"); !limit.empty()) {
+    const auto v = parse_int(limit);
+    if (!v || *v < 1 || *v > 200) {
+      return net::http_response::error(400, "invalid_argument",
+                                       "limit: must be an integer from 1 to 200");
+    }
+    into.limit = *v;
+  }
+  if (const auto offset = request.query_param("offset"); !offset.empty()) {
+    const auto v = parse_int(offset);
+    if (!v || *v < 0) {
+      return net::http_response::error(400, "invalid_argument",
+                                       "offset: must be a non-negative integer");
+    }
+    into.offset = *v;
+  }
+  return std::nullopt;
+}
+
+net::http_response error_response(const error& e) {
+  switch (e.code) {
+    case errc::invalid_argument:
+      return net::http_response::error(400, "invalid_argument", e.message);
+    case errc::not_found:
+      return net::http_response::error(404, "not_found", e.message);
+    case errc::conflict:
+      return net::http_response::error(409, "conflict", e.message);
+    case errc::permission_denied:
+      return net::http_response::error(403, "permission_denied", e.message);
+    case errc::limit_exceeded:
+      return net::http_response::error(413, "payload_too_large", e.message);
+    case errc::timeout:
+    case errc::unavailable:
+      return net::http_response::error(503, "unavailable", e.message);
+    default:
+      return net::http_response::error(500, "internal", e.message);
+  }
+}
+
+std::string new_uuid() {
+  auto bytes = random_bytes(16).value_or(std::string(16, '\0'));
+  bytes[6] = static_cast<char>((bytes[6] & 0x0f) | 0x40);
+  bytes[8] = static_cast<char>((bytes[8] & 0x3f) | 0x80);
+  const auto hex = to_hex(bytes);
+  return fmt::format("{}-{}-{}-{}-{}", hex.substr(0, 8), hex.substr(8, 4), hex.substr(12, 4),
+                     hex.substr(16, 4), hex.substr(20));
+}
+
+} // namespace troupe::actors::detail
