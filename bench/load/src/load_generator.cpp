@@ -173,12 +173,11 @@ asio::awaitable<void> run_closed(std::shared_ptr<run_state> s) {
 
 } // namespace
 
-load_result run_load(const load_options& options, const workload_fn& work) {
-  asio::io_context io(1);
-  net::http_client_options client_options;
-  client_options.max_cached_connections =
-      static_cast<long>(std::max<unsigned>(options.concurrency, 64) + 16);
-  net::http_client client(io.get_executor(), client_options);
+namespace {
+
+// One measured pass on `io`, which must be idle (fresh or restarted).
+load_result run_phase(asio::io_context& io, net::http_client& client, const load_options& options,
+                      const workload_fn& work) {
   auto s = std::make_shared<run_state>();
   s->options = options;
   if (s->options.concurrency == 0) {
@@ -197,6 +196,25 @@ load_result run_load(const load_options& options, const workload_fn& work) {
   io.run();
   s->result.elapsed = s->last_done - s->started;
   return std::move(s->result);
+}
+
+} // namespace
+
+load_result run_load(const load_options& options, const workload_fn& work) {
+  asio::io_context io(1);
+  net::http_client_options client_options;
+  client_options.max_cached_connections =
+      static_cast<long>(std::max<unsigned>(options.concurrency, 64) + 16);
+  net::http_client client(io.get_executor(), client_options);
+  if (options.warmup.count() > 0) {
+    // Same load, same client: connections are open and caches warm when measuring starts.
+    auto warm = options;
+    warm.duration = options.warmup;
+    warm.progress_label.clear();
+    run_phase(io, client, warm, work);
+    io.restart();
+  }
+  return run_phase(io, client, options, work);
 }
 
 } // namespace troupe::bench

@@ -128,6 +128,11 @@ post_chat(net::http_client& client, const request_template* t, std::chrono::mill
   co_return std::nullopt;
 }
 
+/// Unmeasured load before a measured run: a tenth of it, at most half a second.
+std::chrono::milliseconds default_warmup(std::chrono::milliseconds duration) {
+  return std::min<std::chrono::milliseconds>(duration / 10, std::chrono::milliseconds(500));
+}
+
 // -- overhead --
 
 struct overhead_state {
@@ -136,17 +141,22 @@ struct overhead_state {
   latency_histogram direct_latency;
   latency_histogram via_latency;
   bool via_first = false;
+  /// The end of the warm-up: pairs started before it are not recorded.
+  clock_type::time_point record_from;
 };
 
 asio::awaitable<std::optional<std::string>>
 timed_chat(net::http_client& client, const request_template* t, latency_histogram* into,
-           std::chrono::milliseconds timeout, std::string label) {
+           clock_type::time_point record_from, std::chrono::milliseconds timeout,
+           std::string label) {
   const auto start = clock_type::now();
   auto failure = co_await post_chat(client, t, timeout);
   if (failure) {
     co_return label + ":" + *failure;
   }
-  into->record(clock_type::now() - start);
+  if (start >= record_from) {
+    into->record(clock_type::now() - start);
+  }
   co_return std::nullopt;
 }
 
@@ -154,16 +164,19 @@ timed_chat(net::http_client& client, const request_template* t, latency_histogra
 asio::awaitable<std::optional<std::string>>
 overhead_pair(net::http_client& client, overhead_state* s, std::chrono::milliseconds timeout) {
   if (!s->via) {
-    co_return co_await timed_chat(client, &s->direct, &s->direct_latency, timeout, "direct");
+    co_return co_await timed_chat(client, &s->direct, &s->direct_latency, s->record_from, timeout,
+                                  "direct");
   }
   s->via_first = !s->via_first;
   if (s->via_first) {
-    auto f = co_await timed_chat(client, &*s->via, &s->via_latency, timeout, "via");
-    auto g = co_await timed_chat(client, &s->direct, &s->direct_latency, timeout, "direct");
+    auto f = co_await timed_chat(client, &*s->via, &s->via_latency, s->record_from, timeout, "via");
+    auto g = co_await timed_chat(client, &s->direct, &s->direct_latency, s->record_from, timeout,
+                                 "direct");
     co_return f ? f : g;
   }
-  auto f = co_await timed_chat(client, &s->direct, &s->direct_latency, timeout, "direct");
-  auto g = co_await timed_chat(client, &*s->via, &s->via_latency, timeout, "via");
+  auto f = co_await timed_chat(client, &s->direct, &s->direct_latency, s->record_from, timeout,
+                               "direct");
+  auto g = co_await timed_chat(client, &*s->via, &s->via_latency, s->record_from, timeout, "via");
   co_return f ? f : g;
 }
 
@@ -192,14 +205,10 @@ expected<void> run_overhead(const scenario_options& o, bench_report& report,
   load_options lo;
   lo.concurrency = 1;
   lo.timeout = o.timeout;
-  // Warm up connections and caches; not recorded.
-  lo.duration =
-      std::min<std::chrono::milliseconds>(o.duration / 10, std::chrono::milliseconds(500));
-  run_load(lo, work);
-  s.direct_latency.reset();
-  s.via_latency.reset();
   lo.duration = o.duration;
+  lo.warmup = default_warmup(o.duration);
   lo.progress_label = o.progress ? "overhead" : "";
+  s.record_from = clock_type::now() + lo.warmup;
   const auto r = run_load(lo, work);
   report.add(s.via ? "pairs_per_s" : "requests_per_s", r.achieved_rate());
   report.add_latency("direct", s.direct_latency);
@@ -248,6 +257,7 @@ expected<void> run_throughput(const scenario_options& o, bench_report& report,
   };
   load_options lo;
   lo.duration = o.duration;
+  lo.warmup = default_warmup(o.duration);
   lo.timeout = o.timeout;
   const auto bound_ns = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(o.p99_bound).count());
@@ -324,6 +334,9 @@ expected<void> run_throughput(const scenario_options& o, bench_report& report,
 
 struct stream_state {
   request_template request;
+  /// Until the first SSE event of any kind (the role-only chunk): response latency.
+  latency_histogram first_event;
+  /// Until the first chunk with answer text.
   latency_histogram ttft;
   latency_histogram gap;
   std::uint64_t tokens = 0;
@@ -352,6 +365,7 @@ asio::awaitable<std::optional<std::string>> one_stream(net::http_client& client,
   std::string bytes;
   std::optional<clock_type::time_point> last;
   bool done = false;
+  bool seen_event = false;
   for (;;) {
     bytes.clear();
     auto more = co_await opened->read(bytes);
@@ -363,6 +377,10 @@ asio::awaitable<std::optional<std::string>> one_stream(net::http_client& client,
     }
     const auto now = clock_type::now();
     auto fed = parser.feed(bytes, [&](const net::sse_message& m) {
+      if (!seen_event) {
+        seen_event = true;
+        s->first_event.record(now - start);
+      }
       if (m.data == "[DONE]") {
         done = true;
       } else if (carries_content(m.data)) {
@@ -408,13 +426,16 @@ expected<void> run_stream(const scenario_options& o, bench_report& report, const
   report.add("streams_completed", static_cast<double>(s.streams));
   report.add("tokens_received", static_cast<double>(s.tokens));
   report.add("tokens_per_s", seconds > 0 ? static_cast<double>(s.tokens) / seconds : 0.0);
+  report.add_latency("first_event", s.first_event);
   report.add_latency("ttft", s.ttft);
   report.add_latency("gap", s.gap);
   report.add_latency("stream_duration", r.latency);
   add_errors(report, r);
   report.notes.push_back(
-      "TTFT and inter-token gaps are measured at the client, end to end; events that "
-      "arrive in one read share a timestamp (gap 0). 'Added' figures need a --via path "
+      "TTFT (first chunk with text) and inter-token gaps are measured at the client, end "
+      "to end; events that arrive in one read share a timestamp (gap 0). mock-llm sends a "
+      "role-only chunk at once and paces the text after it, so TTFT includes one token "
+      "delay; first_event is the response latency. 'Added' figures need a --via path "
       "through troupe's chat API (issue 6)");
   return {};
 }

@@ -40,6 +40,8 @@ struct load_options {
   /// Closed-loop workers.
   unsigned concurrency = 1;
   std::chrono::milliseconds duration{5'000};
+  /// Run the same load this long first, unmeasured, on the same connections.
+  std::chrono::milliseconds warmup{0};
   /// Deadline of each request (its whole transfer).
   std::chrono::milliseconds timeout{5'000};
   /// Open loop: most requests in flight; arrivals beyond it count as "overload" errors
