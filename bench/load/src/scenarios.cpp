@@ -245,6 +245,11 @@ json::object step_row(double rate, const load_result& r, bool pass) {
   row["max_us"] = static_cast<double>(r.latency.max_ns()) / 1e3;
   row["max_send_lag_us"] = static_cast<double>(r.max_send_lag.count()) / 1e3;
   row["pass"] = pass;
+  json::object kinds;
+  for (const auto& [kind, n] : r.errors_by_kind) {
+    kinds[kind] = n;
+  }
+  row["errors_by_kind"] = std::move(kinds);
   return row;
 }
 
@@ -282,18 +287,37 @@ expected<void> run_throughput(const scenario_options& o, bench_report& report,
   // first failure. Each step is a fresh open-loop run of `duration`.
   double best = 0;
   std::optional<load_result> best_result;
-  auto step = [&](double rate) {
+  bool first_step = true;
+  auto attempt = [&](double rate, bool retry) {
+    if (!first_step) {
+      // Let the target drain what an overloaded step left behind (abandoned requests it
+      // still answers), so that one step's backlog is not charged to the next.
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    first_step = false;
     lo.rate = rate;
     lo.progress_label = o.progress ? fmt::format("throughput {:.0f}/s", rate) : "";
     auto r = run_load(lo, work);
     const bool pass =
         r.failed == 0 && r.latency.count() > 0 && r.latency.percentile_ns(99) < bound_ns;
-    report.steps.push_back(step_row(rate, r, pass));
+    const auto failed = r.failed;
+    auto row = step_row(rate, r, pass);
+    row["retry"] = retry;
+    report.steps.push_back(std::move(row));
     if (pass && rate > best) {
       best = rate;
       best_result = std::move(r);
     }
-    return pass;
+    return std::pair{pass, failed};
+  };
+  // A step that misses only the latency bound is tried once more: on a shared machine a
+  // single stall of another process can push one step's p99 past the bound.
+  auto step = [&](double rate) {
+    const auto [pass, errors] = attempt(rate, false);
+    if (pass || errors > 0) {
+      return pass;
+    }
+    return attempt(rate, true).first;
   };
   double rate = 250;
   double failed_at = 0;
