@@ -145,6 +145,9 @@ TEST_CASE("troupe bench declares the chat-API scenarios and says what they wait 
   auto unknown = run_command(bench + "--scenario nonsense 2>&1");
   CHECK(unknown.status == 2);
   CHECK(unknown.output.find("unknown scenario") != std::string::npos);
+  auto loaded_overhead = run_command(bench + "--scenario overhead --rate 100 2>&1");
+  CHECK(loaded_overhead.status == 2);
+  CHECK(loaded_overhead.output.find("concurrency 1 by design") != std::string::npos);
 }
 
 TEST_CASE("troupe bench stream measures paced tokens and gaps no shorter than the pacing",

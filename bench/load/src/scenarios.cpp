@@ -522,6 +522,19 @@ expected<void> validate(const scenario_options& o) {
                             "not have yet",
                             o.scenario));
   }
+  if (o.scenario == "overhead" && (o.rate > 0 || o.concurrency > 1)) {
+    return fail(errc::invalid_argument,
+                "overhead runs interleaved at concurrency 1 by design; --rate and "
+                "--concurrency apply to throughput and stream");
+  }
+  if (o.scenario == "stream" && o.rate > 0) {
+    return fail(errc::invalid_argument,
+                "stream is closed-loop: give --concurrency (concurrent streams), not --rate");
+  }
+  if (o.rate > 0 && o.concurrency > 0) {
+    return fail(errc::invalid_argument, "give --rate (open loop) or --concurrency (closed "
+                                        "loop), not both");
+  }
   if (o.duration.count() <= 0) {
     return fail(errc::invalid_argument, "--duration must be positive");
   }
