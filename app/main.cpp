@@ -14,6 +14,7 @@ int main(int argc, char** argv) {
   troupe::app::add_migrate_command(cli, action);
   troupe::app::add_mock_llm_command(cli, action);
   troupe::app::add_chat_command(cli, action);
+  troupe::app::add_bench_command(cli, action);
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

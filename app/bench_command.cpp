@@ -1,0 +1,132 @@
+// `troupe bench`: run a load scenario against loopback targets and report it (table on
+// stdout, JSON and a PNG chart with --out), or compare two reports.
+
+#include <cstdio>
+#include <fstream>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "commands.hpp"
+#include "troupe/bench/report.hpp"
+#include "troupe/bench/scenarios.hpp"
+
+namespace troupe::app {
+
+namespace {
+
+struct bench_cli {
+  bench::scenario_options options;
+  double duration_s = 5;
+  unsigned timeout_ms = 5'000;
+  double p99_bound_ms = 1;
+  std::string out;
+  std::vector<std::string> compare;
+  bool quiet = false;
+  bool no_chart = false;
+};
+
+// The exact argv of this process, for the report (main does not pass argv on).
+std::vector<std::string> own_command_line() {
+  std::ifstream in("/proc/self/cmdline", std::ios::binary);
+  std::vector<std::string> args;
+  for (std::string arg; std::getline(in, arg, '\0');) {
+    args.push_back(arg);
+  }
+  return args;
+}
+
+int run_bench(bench_cli cli) {
+  if (!cli.compare.empty()) {
+    auto text = bench::compare_reports(cli.compare[0], cli.compare[1]);
+    if (!text) {
+      fmt::print(stderr, "troupe bench: {}\n", text.error().message);
+      return 2;
+    }
+    fmt::print("{}", *text);
+    return 0;
+  }
+  auto& o = cli.options;
+  o.duration = std::chrono::milliseconds(static_cast<long>(cli.duration_s * 1000));
+  o.timeout = std::chrono::milliseconds(cli.timeout_ms);
+  o.p99_bound = std::chrono::microseconds(static_cast<long>(cli.p99_bound_ms * 1000));
+  o.progress = !cli.quiet;
+  auto report = bench::run_scenario(o);
+  if (!report) {
+    fmt::print(stderr, "troupe bench: {}\n", report.error().message);
+    return report.error().code == errc::unavailable ? 3 : 2;
+  }
+  fmt::print("{}", bench::format_table(*report));
+  if (!cli.out.empty()) {
+    {
+      std::ofstream file(cli.out, std::ios::binary | std::ios::trunc);
+      file << bench::to_json(*report);
+      if (!file) {
+        fmt::print(stderr, "troupe bench: cannot write {}\n", cli.out);
+        return 1;
+      }
+    }
+    fmt::print("report: {}\n", cli.out);
+    if (!cli.no_chart) {
+      auto png = cli.out;
+      if (png.size() > 5 && png.ends_with(".json")) {
+        png.resize(png.size() - 5);
+      }
+      png += ".png";
+      if (auto charted = bench::write_chart(cli.out, png); charted) {
+        fmt::print("chart:  {}\n", png);
+      } else {
+        fmt::print(stderr, "troupe bench: no chart: {}\n", charted.error().message);
+      }
+    }
+  }
+  std::fflush(stdout);
+  return 0;
+}
+
+} // namespace
+
+void add_bench_command(CLI::App& cli, command_action& action) {
+  auto opts = std::make_shared<bench_cli>();
+  auto* cmd = cli.add_subcommand(
+      "bench", "Run a load scenario against loopback targets and report latency and throughput");
+  cmd->add_option("--scenario", opts->options.scenario,
+                  fmt::format("{}", fmt::join(bench::scenario_names(), " | ")))
+      ->capture_default_str();
+  cmd->add_option("--target", opts->options.target,
+                  "loopback URL of a mock-llm / OpenAI-compatible server (default: start a "
+                  "mock-llm in-process on 127.0.0.1:0)");
+  cmd->add_option("--via", opts->options.via,
+                  "loopback URL of the path under test (e.g. troupe's chat route); overhead "
+                  "compares it with --target, throughput and stream load it instead");
+  cmd->add_option("--rate", opts->options.rate, "open loop: requests per second (fixed step)");
+  cmd->add_option("--concurrency", opts->options.concurrency,
+                  "closed loop: concurrent workers / streams");
+  cmd->add_option("--duration", opts->duration_s, "seconds to run (throughput: per step)")
+      ->capture_default_str();
+  cmd->add_option("--timeout-ms", opts->timeout_ms, "deadline of each request")
+      ->capture_default_str();
+  cmd->add_option("--p99-bound-ms", opts->p99_bound_ms, "throughput: p99 a step must stay under")
+      ->capture_default_str();
+  cmd->add_option("--tokens", opts->options.tokens,
+                  "words per answer / chunks per stream (default 16; stream 64; fire hose 1024)");
+  cmd->add_option("--token-delay-ms", opts->options.token_delay_ms, "stream: delay between chunks")
+      ->capture_default_str();
+  cmd->add_flag("--fire-hose", opts->options.fire_hose, "stream: no delay between chunks");
+  cmd->add_option("--out", opts->out, "write the JSON report here (and a PNG chart next to it)");
+  cmd->add_flag("--no-chart", opts->no_chart, "do not draw the PNG chart");
+  cmd->add_flag("--quiet", opts->quiet, "no progress lines on stderr");
+  cmd->add_option("--compare", opts->compare, "print ratios B/A of the metrics of two reports")
+      ->expected(2);
+  cmd->footer("Targets must be loopback (127.0.0.0/8, ::1, localhost); anything else is "
+              "refused before a packet is sent.");
+  cmd->callback([&action, opts] {
+    opts->options.command_line = own_command_line();
+    action = [opts] { return run_bench(*opts); };
+  });
+}
+
+} // namespace troupe::app

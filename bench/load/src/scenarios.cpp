@@ -1,0 +1,601 @@
+#include "troupe/bench/scenarios.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdlib>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/io_context.hpp>
+#include <boost/asio/post.hpp>
+#include <boost/asio/use_future.hpp>
+#include <boost/json/object.hpp>
+#include <fmt/format.h>
+#include <fmt/ranges.h>
+
+#include "troupe/bench/load_generator.hpp"
+#include "troupe/bench/loopback.hpp"
+#include "troupe/net/http_client.hpp"
+#include "troupe/net/mock_llm_server.hpp"
+#include "troupe/net/sse_parser.hpp"
+
+namespace troupe::bench {
+
+namespace asio = boost::asio;
+namespace json = boost::json;
+using clock_type = std::chrono::steady_clock;
+
+namespace {
+
+constexpr std::string_view chat_api_scenarios[] = {"idle", "agent", "storage"};
+
+/// A mock-llm on its own io thread, for runs without --target.
+class local_mock {
+public:
+  local_mock() {
+    server_ = std::make_unique<net::mock_llm_server>(io_, net::mock_llm_options{});
+  }
+  ~local_mock() {
+    if (thread_.joinable()) {
+      asio::post(io_,
+                 [this] { server_->stop(std::chrono::milliseconds(200), [this] { io_.stop(); }); });
+      thread_.join();
+    }
+  }
+  local_mock(const local_mock&) = delete;
+  local_mock& operator=(const local_mock&) = delete;
+
+  expected<std::string> start() {
+    auto bound = server_->listen({"127.0.0.1", 0});
+    if (!bound) {
+      return tl::unexpected(bound.error());
+    }
+    server_->start();
+    thread_ = std::thread([this] { io_.run(); });
+    return fmt::format("http://127.0.0.1:{}", bound->port);
+  }
+
+private:
+  asio::io_context io_{1};
+  std::unique_ptr<net::mock_llm_server> server_;
+  std::thread thread_;
+};
+
+/// The request URL for a checked target: the chat completions route for a bare origin or
+/// an OpenAI-style base URL ending in /v1, else the URL's own path.
+std::string chat_url(const loopback_url& u) {
+  if (u.target == "/") {
+    return u.origin + "/v1/chat/completions";
+  }
+  if (u.target.ends_with("/v1") || u.target.ends_with("/v1/")) {
+    return u.origin + u.target + (u.target.back() == '/' ? "" : "/") + "chat/completions";
+  }
+  return u.origin + u.target;
+}
+
+std::string chat_body(bool stream) {
+  return fmt::format(
+      R"({{"model":"mock-llm","messages":[{{"role":"user","content":"hello from troupe bench"}}],"stream":{}}})",
+      stream ? "true" : "false");
+}
+
+/// A prepared request a workload sends again and again.
+struct request_template {
+  std::string url;
+  std::string body;
+  std::vector<net::http_header> headers;
+};
+
+net::http_client_request make_request(const request_template& t,
+                                      std::chrono::milliseconds timeout) {
+  net::http_client_request r;
+  r.method = net::http_method::post;
+  r.url = t.url;
+  r.body = t.body;
+  r.headers = t.headers;
+  r.deadlines.connect = timeout;
+  r.deadlines.first_byte = timeout;
+  r.deadlines.idle = timeout;
+  r.deadlines.total = timeout;
+  return r;
+}
+
+request_template chat_template(std::string url, bool stream, unsigned tokens,
+                               unsigned token_delay_ms) {
+  request_template t;
+  t.url = std::move(url);
+  t.body = chat_body(stream);
+  t.headers = {{"Content-Type", "application/json"},
+               {"X-Mock-Tokens", std::to_string(tokens)},
+               {"X-Mock-TTFT-Ms", "0"},
+               {"X-Mock-Token-Delay-Ms", std::to_string(token_delay_ms)}};
+  return t;
+}
+
+/// One whole (non-streamed) chat completion; nullopt on a 200.
+asio::awaitable<std::optional<std::string>>
+post_chat(net::http_client& client, const request_template* t, std::chrono::milliseconds timeout) {
+  auto r = co_await client.fetch(make_request(*t, timeout));
+  if (!r) {
+    co_return error_kind(r.error());
+  }
+  if (r->status != 200) {
+    co_return fmt::format("http_{}", r->status);
+  }
+  co_return std::nullopt;
+}
+
+/// Unmeasured load before a measured run: a tenth of it, at most half a second.
+std::chrono::milliseconds default_warmup(std::chrono::milliseconds duration) {
+  return std::min<std::chrono::milliseconds>(duration / 10, std::chrono::milliseconds(500));
+}
+
+// -- overhead --
+
+struct overhead_state {
+  request_template direct;
+  std::optional<request_template> via;
+  latency_histogram direct_latency;
+  latency_histogram via_latency;
+  bool via_first = false;
+  /// The end of the warm-up: pairs started before it are not recorded.
+  clock_type::time_point record_from;
+};
+
+asio::awaitable<std::optional<std::string>>
+timed_chat(net::http_client& client, const request_template* t, latency_histogram* into,
+           clock_type::time_point record_from, std::chrono::milliseconds timeout,
+           std::string label) {
+  const auto start = clock_type::now();
+  auto failure = co_await post_chat(client, t, timeout);
+  if (failure) {
+    co_return label + ":" + *failure;
+  }
+  if (start >= record_from) {
+    into->record(clock_type::now() - start);
+  }
+  co_return std::nullopt;
+}
+
+// Sends the pair in alternating order so that neither side always runs on a warmer cache.
+asio::awaitable<std::optional<std::string>>
+overhead_pair(net::http_client& client, overhead_state* s, std::chrono::milliseconds timeout) {
+  if (!s->via) {
+    co_return co_await timed_chat(client, &s->direct, &s->direct_latency, s->record_from, timeout,
+                                  "direct");
+  }
+  s->via_first = !s->via_first;
+  if (s->via_first) {
+    auto f = co_await timed_chat(client, &*s->via, &s->via_latency, s->record_from, timeout, "via");
+    auto g = co_await timed_chat(client, &s->direct, &s->direct_latency, s->record_from, timeout,
+                                 "direct");
+    co_return f ? f : g;
+  }
+  auto f = co_await timed_chat(client, &s->direct, &s->direct_latency, s->record_from, timeout,
+                               "direct");
+  auto g = co_await timed_chat(client, &*s->via, &s->via_latency, s->record_from, timeout, "via");
+  co_return f ? f : g;
+}
+
+void add_errors(bench_report& report, const load_result& r) {
+  report.add("errors", static_cast<double>(r.failed));
+  for (const auto& [kind, n] : r.errors_by_kind) {
+    report.add("errors." + kind, static_cast<double>(n));
+  }
+}
+
+expected<void> run_overhead(const scenario_options& o, bench_report& report,
+                            const std::string& direct_url, const std::string& via_url) {
+  overhead_state s;
+  const unsigned tokens = o.tokens ? o.tokens : 16;
+  s.direct = chat_template(direct_url, false, tokens, 0);
+  if (!via_url.empty()) {
+    s.via = chat_template(via_url, false, tokens, 0);
+  } else {
+    report.notes.push_back("no --via given: only the direct half ran (straight to the target); "
+                           "the added latency needs a second path, e.g. troupe's chat route");
+  }
+  auto* state = &s;
+  workload_fn work = [state](net::http_client& client, std::chrono::milliseconds timeout) {
+    return overhead_pair(client, state, timeout);
+  };
+  load_options lo;
+  lo.concurrency = 1;
+  lo.timeout = o.timeout;
+  lo.duration = o.duration;
+  lo.warmup = default_warmup(o.duration);
+  lo.progress_label = o.progress ? "overhead" : "";
+  s.record_from = clock_type::now() + lo.warmup;
+  const auto r = run_load(lo, work);
+  report.add(s.via ? "pairs_per_s" : "requests_per_s", r.achieved_rate());
+  report.add_latency("direct", s.direct_latency);
+  if (s.via) {
+    report.add_latency("via", s.via_latency);
+    const auto added = [&](double p) {
+      return (static_cast<double>(s.via_latency.percentile_ns(p)) -
+              static_cast<double>(s.direct_latency.percentile_ns(p))) /
+             1e3;
+    };
+    report.add("added.p50_us", added(50));
+    report.add("added.p90_us", added(90));
+    report.add("added.p99_us", added(99));
+    report.notes.push_back("added.* = percentile of the via path minus the same percentile of the "
+                           "direct path (interleaved, concurrency 1)");
+  }
+  add_errors(report, r);
+  return {};
+}
+
+// -- throughput --
+
+json::object step_row(double rate, const load_result& r, bool pass) {
+  json::object row;
+  row["rate"] = rate;
+  row["achieved_rate"] = r.achieved_rate();
+  row["sent"] = r.sent;
+  row["succeeded"] = r.succeeded;
+  row["errors"] = r.failed;
+  row["p50_us"] = static_cast<double>(r.latency.percentile_ns(50)) / 1e3;
+  row["p90_us"] = static_cast<double>(r.latency.percentile_ns(90)) / 1e3;
+  row["p99_us"] = static_cast<double>(r.latency.percentile_ns(99)) / 1e3;
+  row["p99_9_us"] = static_cast<double>(r.latency.percentile_ns(99.9)) / 1e3;
+  row["max_us"] = static_cast<double>(r.latency.max_ns()) / 1e3;
+  row["max_send_lag_us"] = static_cast<double>(r.max_send_lag.count()) / 1e3;
+  row["pass"] = pass;
+  json::object kinds;
+  for (const auto& [kind, n] : r.errors_by_kind) {
+    kinds[kind] = n;
+  }
+  row["errors_by_kind"] = std::move(kinds);
+  return row;
+}
+
+expected<void> run_throughput(const scenario_options& o, bench_report& report,
+                              const std::string& url) {
+  const auto t = chat_template(url, false, o.tokens ? o.tokens : 16, 0);
+  const auto* tp = &t;
+  workload_fn work = [tp](net::http_client& client, std::chrono::milliseconds timeout) {
+    return post_chat(client, tp, timeout);
+  };
+  load_options lo;
+  lo.duration = o.duration;
+  lo.warmup = default_warmup(o.duration);
+  lo.timeout = o.timeout;
+  const auto bound_ns = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(o.p99_bound).count());
+  report.add("p99_bound_us", static_cast<double>(o.p99_bound.count()));
+  if (o.rate > 0 || o.concurrency > 0) {
+    lo.rate = o.rate;
+    lo.concurrency = o.concurrency ? o.concurrency : 1;
+    lo.progress_label = o.progress ? "throughput" : "";
+    const auto r = run_load(lo, work);
+    const bool pass = r.failed == 0 && r.latency.percentile_ns(99) < bound_ns;
+    report.steps.push_back(step_row(o.rate, r, pass));
+    report.add("rate", o.rate);
+    report.add("concurrency", o.rate > 0 ? 0.0 : static_cast<double>(lo.concurrency));
+    report.add("achieved_rate", r.achieved_rate());
+    report.add_latency("latency", r.latency);
+    add_errors(report, r);
+    report.notes.push_back(o.rate > 0 ? "one open-loop step at the given --rate (no search)"
+                                      : "one closed-loop step at the given --concurrency");
+    return {};
+  }
+  // Search: double from 250/s while steps pass, then bisect between the last pass and the
+  // first failure. Each step is a fresh open-loop run of `duration`.
+  double best = 0;
+  std::optional<load_result> best_result;
+  bool first_step = true;
+  auto attempt = [&](double rate, bool retry) {
+    if (!first_step) {
+      // Let the target drain what an overloaded step left behind (abandoned requests it
+      // still answers), so that one step's backlog is not charged to the next.
+      std::this_thread::sleep_for(std::chrono::seconds(1));
+    }
+    first_step = false;
+    lo.rate = rate;
+    lo.progress_label = o.progress ? fmt::format("throughput {:.0f}/s", rate) : "";
+    auto r = run_load(lo, work);
+    const bool pass =
+        r.failed == 0 && r.latency.count() > 0 && r.latency.percentile_ns(99) < bound_ns;
+    const auto failed = r.failed;
+    auto row = step_row(rate, r, pass);
+    row["retry"] = retry;
+    report.steps.push_back(std::move(row));
+    if (pass && rate > best) {
+      best = rate;
+      best_result = std::move(r);
+    }
+    return std::pair{pass, failed};
+  };
+  // A step that misses only the latency bound is tried once more: on a shared machine a
+  // single stall of another process can push one step's p99 past the bound.
+  auto step = [&](double rate) {
+    const auto [pass, errors] = attempt(rate, false);
+    if (pass || errors > 0) {
+      return pass;
+    }
+    return attempt(rate, true).first;
+  };
+  double rate = 250;
+  double failed_at = 0;
+  for (int i = 0; i < 10; ++i, rate *= 2) {
+    if (!step(rate)) {
+      failed_at = rate;
+      break;
+    }
+  }
+  if (failed_at > 0) {
+    double lo_rate = best;
+    double hi_rate = failed_at;
+    for (int i = 0; i < 4 && hi_rate - lo_rate > std::max(25.0, lo_rate * 0.05); ++i) {
+      const double mid = std::round((lo_rate + hi_rate) / 2);
+      if (step(mid)) {
+        lo_rate = mid;
+      } else {
+        hi_rate = mid;
+      }
+    }
+  }
+  report.add("best_rate", best);
+  report.add("first_failing_rate", failed_at);
+  if (best_result) {
+    report.add("at_best.achieved_rate", best_result->achieved_rate());
+    report.add_latency("at_best", best_result->latency);
+  } else {
+    report.notes.push_back("no step passed: even 250/s missed the p99 bound or had errors");
+  }
+  report.notes.push_back(
+      fmt::format("latency is measured from each request's intended send time (open loop); a step "
+                  "passes with zero errors and p99 < {} us",
+                  o.p99_bound.count()));
+  return {};
+}
+
+// -- stream --
+
+struct stream_state {
+  request_template request;
+  /// Until the first SSE event of any kind (the role-only chunk): response latency.
+  latency_histogram first_event;
+  /// Until the first chunk with answer text.
+  latency_histogram ttft;
+  latency_histogram gap;
+  std::uint64_t tokens = 0;
+  std::uint64_t streams = 0;
+};
+
+// True for a chunk that carries answer text (not the role-only first chunk).
+bool carries_content(std::string_view data) {
+  constexpr std::string_view key = "\"content\":\"";
+  const auto at = data.find(key);
+  return at != std::string_view::npos && at + key.size() < data.size() &&
+         data[at + key.size()] != '"';
+}
+
+asio::awaitable<std::optional<std::string>> one_stream(net::http_client& client, stream_state* s,
+                                                       std::chrono::milliseconds timeout) {
+  const auto start = clock_type::now();
+  auto opened = co_await client.open(make_request(s->request, timeout));
+  if (!opened) {
+    co_return error_kind(opened.error());
+  }
+  if (opened->status() != 200) {
+    co_return fmt::format("http_{}", opened->status());
+  }
+  net::sse_parser parser;
+  std::string bytes;
+  std::optional<clock_type::time_point> last;
+  bool done = false;
+  bool seen_event = false;
+  for (;;) {
+    bytes.clear();
+    auto more = co_await opened->read(bytes);
+    if (!more) {
+      co_return error_kind(more.error());
+    }
+    if (!*more) {
+      break;
+    }
+    const auto now = clock_type::now();
+    auto fed = parser.feed(bytes, [&](const net::sse_message& m) {
+      if (!seen_event) {
+        seen_event = true;
+        s->first_event.record(now - start);
+      }
+      if (m.data == "[DONE]") {
+        done = true;
+      } else if (carries_content(m.data)) {
+        if (last) {
+          s->gap.record(now - *last);
+        } else {
+          s->ttft.record(now - start);
+        }
+        last = now;
+        ++s->tokens;
+      }
+    });
+    if (!fed) {
+      co_return "parse_error";
+    }
+  }
+  if (!done) {
+    co_return "truncated";
+  }
+  ++s->streams;
+  co_return std::nullopt;
+}
+
+expected<void> run_stream(const scenario_options& o, bench_report& report, const std::string& url) {
+  stream_state s;
+  const unsigned delay = o.fire_hose ? 0 : o.token_delay_ms;
+  const unsigned tokens = o.tokens ? o.tokens : (o.fire_hose ? 1024 : 64);
+  s.request = chat_template(url, true, tokens, delay);
+  auto* sp = &s;
+  workload_fn work = [sp](net::http_client& client, std::chrono::milliseconds timeout) {
+    return one_stream(client, sp, timeout);
+  };
+  load_options lo;
+  lo.concurrency = o.concurrency ? o.concurrency : 64;
+  lo.duration = o.duration;
+  lo.timeout = std::max(o.timeout, std::chrono::milliseconds(tokens * delay + 5'000));
+  lo.progress_label = o.progress ? (o.fire_hose ? "stream fire-hose" : "stream") : "";
+  const auto r = run_load(lo, work);
+  const double seconds = std::chrono::duration<double>(r.elapsed).count();
+  report.add("concurrency", lo.concurrency);
+  report.add("tokens_per_stream", tokens);
+  report.add("token_delay_ms", delay);
+  report.add("streams_completed", static_cast<double>(s.streams));
+  report.add("tokens_received", static_cast<double>(s.tokens));
+  report.add("tokens_per_s", seconds > 0 ? static_cast<double>(s.tokens) / seconds : 0.0);
+  report.add_latency("first_event", s.first_event);
+  report.add_latency("ttft", s.ttft);
+  report.add_latency("gap", s.gap);
+  report.add_latency("stream_duration", r.latency);
+  add_errors(report, r);
+  report.notes.push_back(
+      "TTFT (first chunk with text) and inter-token gaps are measured at the client, end "
+      "to end; events that arrive in one read share a timestamp (gap 0). mock-llm sends a "
+      "role-only chunk at once and paces the text after it, so TTFT includes one token "
+      "delay; first_event is the response latency. 'Added' figures need a --via path "
+      "through troupe's chat API (issue 6)");
+  return {};
+}
+
+// One request before the run, so that a dead target is one clear error, not a report of
+// nothing but errors.
+expected<void> preflight(const std::string& url) {
+  asio::io_context io(1);
+  net::http_client client(io.get_executor());
+  const auto t = chat_template(url, false, 1, 0);
+  auto done =
+      asio::co_spawn(io, post_chat(client, &t, std::chrono::milliseconds(3'000)), asio::use_future);
+  io.run();
+  const auto failure = done.get();
+  if (failure) {
+    return fail(errc::unavailable,
+                fmt::format("target {} does not answer a chat completion ({})", url, *failure));
+  }
+  return {};
+}
+
+json::object options_json(const scenario_options& o) {
+  json::object j;
+  j["rate"] = o.rate;
+  j["concurrency"] = o.concurrency;
+  j["duration_ms"] = o.duration.count();
+  j["timeout_ms"] = o.timeout.count();
+  j["p99_bound_us"] = o.p99_bound.count();
+  j["tokens"] = o.tokens;
+  j["token_delay_ms"] = o.token_delay_ms;
+  j["fire_hose"] = o.fire_hose;
+  return j;
+}
+
+} // namespace
+
+const std::vector<std::string_view>& scenario_names() {
+  static const std::vector<std::string_view> names = {"overhead", "throughput", "stream",
+                                                      "idle",     "agent",      "storage"};
+  return names;
+}
+
+expected<void> validate(const scenario_options& o) {
+  const auto& names = scenario_names();
+  if (std::find(names.begin(), names.end(), o.scenario) == names.end()) {
+    return fail(errc::invalid_argument, fmt::format("unknown scenario '{}' (known: {})", o.scenario,
+                                                    fmt::join(names, ", ")));
+  }
+  for (const auto& url : {o.target, o.via}) {
+    if (!url.empty()) {
+      if (auto checked = check_loopback_url(url); !checked) {
+        return tl::unexpected(checked.error());
+      }
+    }
+  }
+  if (std::find(std::begin(chat_api_scenarios), std::end(chat_api_scenarios), o.scenario) !=
+      std::end(chat_api_scenarios)) {
+    return fail(errc::unavailable,
+                fmt::format("scenario '{}' needs the chat API (issue 6), which this build does "
+                            "not have yet",
+                            o.scenario));
+  }
+  if (o.scenario == "overhead" && (o.rate > 0 || o.concurrency > 1)) {
+    return fail(errc::invalid_argument,
+                "overhead runs interleaved at concurrency 1 by design; --rate and "
+                "--concurrency apply to throughput and stream");
+  }
+  if (o.scenario == "stream" && o.rate > 0) {
+    return fail(errc::invalid_argument,
+                "stream is closed-loop: give --concurrency (concurrent streams), not --rate");
+  }
+  if (o.rate > 0 && o.concurrency > 0) {
+    return fail(errc::invalid_argument, "give --rate (open loop) or --concurrency (closed "
+                                        "loop), not both");
+  }
+  if (o.duration.count() <= 0) {
+    return fail(errc::invalid_argument, "--duration must be positive");
+  }
+  return {};
+}
+
+expected<bench_report> run_scenario(const scenario_options& o) {
+  if (auto ok = validate(o); !ok) {
+    return tl::unexpected(ok.error());
+  }
+  bench_report report;
+  report.scenario = o.scenario;
+  report.command_line = o.command_line;
+  report.machine = machine_info();
+  report.options = options_json(o);
+  local_mock mock;
+  std::string target_url;
+  if (o.target.empty()) {
+    auto started = mock.start();
+    if (!started) {
+      return tl::unexpected(started.error());
+    }
+    target_url = *started + "/v1/chat/completions";
+    report.targets["target"] = target_url;
+    report.targets["target_kind"] = "mock-llm started in-process on 127.0.0.1:0";
+  } else {
+    target_url = chat_url(*check_loopback_url(o.target));
+    report.targets["target"] = target_url;
+    report.targets["target_kind"] = "given by --target";
+  }
+  std::string via_url;
+  if (!o.via.empty()) {
+    via_url = chat_url(*check_loopback_url(o.via));
+    report.targets["via"] = via_url;
+  }
+  // throughput and stream load the path under test: via when given, else the target.
+  const std::string& loaded = via_url.empty() ? target_url : via_url;
+  if (auto ok = preflight(loaded); !ok) {
+    return tl::unexpected(ok.error());
+  }
+  if (!via_url.empty() && o.scenario == "overhead") {
+    if (auto ok = preflight(target_url); !ok) {
+      return tl::unexpected(ok.error());
+    }
+  }
+  expected<void> ran;
+  if (o.scenario == "overhead") {
+    ran = run_overhead(o, report, target_url, via_url);
+  } else if (o.scenario == "throughput") {
+    ran = run_throughput(o, report, loaded);
+  } else {
+    ran = run_stream(o, report, loaded);
+  }
+  if (!ran) {
+    return tl::unexpected(ran.error());
+  }
+  double load[3] = {0, 0, 0};
+  if (::getloadavg(load, 3) == 3) {
+    report.machine["load_average_end"] = json::array{load[0], load[1], load[2]};
+  }
+  return report;
+}
+
+} // namespace troupe::bench

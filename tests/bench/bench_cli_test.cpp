@@ -1,0 +1,190 @@
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+
+#include <boost/json/parse.hpp>
+#include <catch2/catch.hpp>
+
+#include "net/mock_llm_fixture.hpp"
+#include "support/troupe_process.hpp"
+
+namespace json = boost::json;
+
+namespace {
+
+struct command_result {
+  int status = -1;
+  std::string output;
+  std::chrono::milliseconds took{0};
+};
+
+command_result run_command(const std::string& command) {
+  command_result r;
+  const auto start = std::chrono::steady_clock::now();
+  FILE* pipe = popen(command.c_str(), "r");
+  REQUIRE(pipe != nullptr);
+  std::array<char, 4096> buffer{};
+  while (auto n = std::fread(buffer.data(), 1, buffer.size(), pipe)) {
+    r.output.append(buffer.data(), n);
+  }
+  const int raw = pclose(pipe);
+  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
+  r.took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
+                                                                 start);
+  return r;
+}
+
+json::object read_report(const std::filesystem::path& path) {
+  std::ifstream in(path);
+  std::stringstream text;
+  text << in.rdbuf();
+  auto v = json::parse(text.str());
+  REQUIRE(v.is_object());
+  return v.as_object();
+}
+
+const std::string bench = std::string(TROUPE_BINARY) + " bench ";
+
+} // namespace
+
+TEST_CASE("troupe bench refuses a target outside loopback before sending anything",
+          "[bench][cli]") {
+  for (const std::string target :
+       {"http://10.0.0.1:8081", "http://8.8.8.8:80", "http://example.com:8081"}) {
+    INFO(target);
+    // Had anything been tried, the run would end in "does not answer" (exit 3) or wait
+    // out the 10 s connect deadline; the refusal comes first, from the URL text.
+    auto r = run_command(bench + "--scenario overhead --duration 1 --timeout-ms 10000 --target " +
+                         target + " 2>&1");
+    CHECK(r.status == 2);
+    CHECK(r.output.find("refusing target") != std::string::npos);
+    CHECK(r.output.find("does not answer") == std::string::npos);
+    CHECK(r.took < std::chrono::milliseconds(5'000));
+  }
+  auto via = run_command(bench + "--via http://8.8.8.8/ 2>&1");
+  CHECK(via.status == 2);
+  CHECK(via.output.find("only talks to loopback") != std::string::npos);
+}
+
+TEST_CASE("troupe bench overhead against its own mock writes a complete report",
+          "[bench][cli][integration]") {
+  troupe::test::temp_dir dir;
+  const auto out = dir.path() / "overhead.json";
+  auto r = run_command(bench + "--scenario overhead --duration 1 --out " + out.string() + " 2>&1");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  CHECK(r.output.find("direct.p99_us") != std::string::npos);
+  CHECK(r.output.find("[overhead]") != std::string::npos); // a progress line
+  const auto report = read_report(out);
+  CHECK(report.at("scenario").as_string() == "overhead");
+  const auto& cmd = report.at("command_line").as_array();
+  REQUIRE(cmd.size() >= 6);
+  CHECK(cmd[1].as_string() == "bench");
+  CHECK(cmd[2].as_string() == "--scenario");
+  const auto& machine = report.at("machine").as_object();
+  CHECK(machine.at("cores").to_number<int>() >= 1);
+  CHECK(machine.at("load_average").as_array().size() == 3);
+  CHECK(machine.at("kernel").as_string().starts_with("Linux"));
+  const auto& metrics = report.at("metrics").as_object();
+  CHECK(metrics.at("direct.count").to_number<double>() > 50);
+  CHECK(metrics.at("direct.p50_us").to_number<double>() > 0);
+  CHECK(metrics.at("direct.p99_us").to_number<double>() >=
+        metrics.at("direct.p50_us").to_number<double>());
+  CHECK(metrics.at("errors").to_number<double>() == 0);
+  CHECK_FALSE(metrics.contains("added.p99_us"));
+  CHECK(report.at("notes").as_array().size() >= 1);
+  CHECK(report.at("distributions").as_object().contains("direct"));
+  CHECK(std::filesystem::exists(dir.path() / "overhead.png"));
+}
+
+TEST_CASE("troupe bench overhead with --via reports both paths and the added latency",
+          "[bench][cli][integration]") {
+  troupe::test::mock_llm_fixture via;
+  troupe::test::temp_dir dir;
+  const auto out = dir.path() / "via.json";
+  auto r = run_command(bench + "--scenario overhead --duration 1 --quiet --no-chart --via " +
+                       via.base_url() + " --out " + out.string() + " 2>&1");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const auto metrics = read_report(out).at("metrics").as_object();
+  CHECK(metrics.at("via.count").to_number<double>() > 20);
+  CHECK(metrics.at("direct.count").to_number<double>() > 20);
+  CHECK(metrics.contains("added.p50_us"));
+  CHECK(metrics.contains("added.p99_us"));
+  // Every measured request reached the via mock (plus the warm-up and preflight).
+  CHECK(via.stats().completion_requests >= metrics.at("via.count").to_number<std::uint64_t>());
+}
+
+TEST_CASE("troupe bench --compare prints the ratio of every shared metric", "[bench][cli]") {
+  troupe::test::temp_dir dir;
+  const auto a = dir.path() / "a.json";
+  const auto b = dir.path() / "b.json";
+  std::ofstream(a) << R"({"scenario":"overhead","metrics":{"direct.p99_us":100,"only.a":1}})";
+  std::ofstream(b) << R"({"scenario":"overhead","metrics":{"direct.p99_us":250,"only.b":1}})";
+  auto r = run_command(bench + "--compare " + a.string() + " " + b.string() + " 2>&1");
+  INFO(r.output);
+  CHECK(r.status == 0);
+  CHECK(r.output.find("direct.p99_us") != std::string::npos);
+  CHECK(r.output.find("2.500") != std::string::npos);
+  CHECK(r.output.find("only.a") == std::string::npos);
+  auto bad = run_command(bench + "--compare " + a.string() + " /nonexistent.json 2>&1");
+  CHECK(bad.status == 2);
+}
+
+TEST_CASE("troupe bench declares the chat-API scenarios and says what they wait for",
+          "[bench][cli]") {
+  for (const std::string scenario : {"idle", "agent", "storage"}) {
+    auto r = run_command(bench + "--scenario " + scenario + " 2>&1");
+    CHECK(r.status == 3);
+    CHECK(r.output.find("needs the chat API (issue 6)") != std::string::npos);
+  }
+  auto unknown = run_command(bench + "--scenario nonsense 2>&1");
+  CHECK(unknown.status == 2);
+  CHECK(unknown.output.find("unknown scenario") != std::string::npos);
+  auto loaded_overhead = run_command(bench + "--scenario overhead --rate 100 2>&1");
+  CHECK(loaded_overhead.status == 2);
+  CHECK(loaded_overhead.output.find("concurrency 1 by design") != std::string::npos);
+}
+
+TEST_CASE("troupe bench stream measures paced tokens and gaps no shorter than the pacing",
+          "[bench][cli][integration]") {
+  troupe::test::temp_dir dir;
+  const auto out = dir.path() / "stream.json";
+  auto r = run_command(bench +
+                       "--scenario stream --concurrency 4 --tokens 8 --token-delay-ms 5 "
+                       "--duration 0.5 --quiet --no-chart --out " +
+                       out.string() + " 2>&1");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const auto metrics = read_report(out).at("metrics").as_object();
+  const auto streams = metrics.at("streams_completed").to_number<double>();
+  CHECK(streams >= 4);
+  CHECK(metrics.at("tokens_received").to_number<double>() == 8 * streams);
+  CHECK(metrics.at("errors").to_number<double>() == 0);
+  // Gaps between paced chunks cannot be shorter than the mock's delay (minus the timer's
+  // slack); the median sits at it.
+  CHECK(metrics.at("gap.p50_us").to_number<double>() >= 4'000);
+  CHECK(metrics.at("ttft.count").to_number<double>() == streams);
+}
+
+TEST_CASE("troupe bench throughput at a fixed rate runs one open-loop step at that rate",
+          "[bench][cli][integration]") {
+  troupe::test::temp_dir dir;
+  const auto out = dir.path() / "throughput.json";
+  auto r = run_command(bench +
+                       "--scenario throughput --rate 200 --duration 0.5 --quiet "
+                       "--no-chart --out " +
+                       out.string() + " 2>&1");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const auto report = read_report(out);
+  CHECK(report.at("steps").as_array().size() == 1);
+  const auto& metrics = report.at("metrics").as_object();
+  CHECK(metrics.at("latency.count").to_number<double>() == 100);
+  CHECK(metrics.at("achieved_rate").to_number<double>() == Approx(200).epsilon(0.2));
+  CHECK(metrics.at("errors").to_number<double>() == 0);
+}
