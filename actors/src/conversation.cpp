@@ -137,6 +137,14 @@ void start_next(conversation_actor* self) {
 caf::behavior conversation_behavior(conversation_actor* self, conversation_spec spec) {
   self->state.spec = std::move(spec);
   schedule_idle(self);
+  // Told to exit (shutdown): cancel the active run, so it ends now rather than at its
+  // deadline (an actor system waits for every actor before it stops).
+  self->set_exit_handler([self](caf::exit_msg& msg) {
+    if (self->state.current) {
+      self->send(self->state.current, cancel_atom::value);
+    }
+    self->quit(msg.reason);
+  });
   return {
       [self](send_atom, std::string& text) -> caf::result<run_result> {
         auto& st = self->state;
@@ -199,6 +207,13 @@ struct shard_state {
 
 caf::behavior registry_shard(caf::stateful_actor<shard_state>* self, conversation_factory factory) {
   self->state.factory = std::move(factory);
+  // On shutdown, live conversations go with their shard.
+  self->set_exit_handler([self](caf::exit_msg& msg) {
+    for (const auto& [id, conversation] : self->state.live) {
+      self->send_exit(conversation, msg.reason);
+    }
+    self->quit(msg.reason);
+  });
   self->set_down_handler([self](caf::down_msg& msg) {
     auto& live = self->state.live;
     for (auto it = live.begin(); it != live.end(); ++it) {
@@ -239,6 +254,12 @@ conversation_registry::conversation_registry(caf::actor_system& system,
   }
   for (std::size_t i = 0; i < shards; ++i) {
     shards_.push_back(system.spawn(registry_shard, factory));
+  }
+}
+
+void conversation_registry::stop() {
+  for (const auto& shard : shards_) {
+    caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
   }
 }
 

@@ -202,3 +202,48 @@ TEST_CASE("a message arriving mid-run steers the run's next round (steer)",
   CHECK(w.llm_calls() == 2);
   caf::anon_send_exit(conversation, caf::exit_reason::user_shutdown);
 }
+
+TEST_CASE("stopping the registry ends live conversations and cancels their runs",
+          "[actors][conversation][registry]") {
+  // The model stalls for a minute after its first chunk: the run is still in flight.
+  run_world w(R"([{"reply":{"text":"never finished in time"},"fault":"stall:60000:1"}])");
+  actors::conversation_registry registry(
+      w.system(), [&w](caf::actor_system& system, const std::string& id) {
+        return actors::spawn_conversation(system, conversation_for(w, id));
+      });
+  caf::actor conversation;
+  {
+    caf::scoped_actor self{w.system()};
+    self->request(registry.shard_for("c-stop"), 10s, actors::get_atom::value, std::string("c-stop"))
+        .receive([&](caf::actor& a) { conversation = a; }, [](caf::error&) {});
+  }
+  REQUIRE(conversation);
+  const auto baseline = w.system().registry().running();
+  // The sender's promise dies with the conversation (CAF 0.17 reports no broken
+  // promise), so it gives up after a short timeout of its own.
+  std::thread asker([&] {
+    caf::scoped_actor self{w.system()};
+    self->request(conversation, 3s, actors::send_atom::value, std::string("hello"))
+        .receive([](actors::run_result&) {}, [](caf::error&) {});
+  });
+  // Wait until the model call is under way.
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (w.llm_calls() == 0 && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(5ms);
+  }
+  REQUIRE(w.llm_calls() == 1);
+  const auto start = std::chrono::steady_clock::now();
+  registry.stop();
+  {
+    caf::scoped_actor self{w.system()};
+    self->wait_for(conversation);
+  }
+  // The run actor ended too: nothing is left running beyond what was there before.
+  while (w.system().registry().running() >= baseline &&
+         std::chrono::steady_clock::now() - start < 10s) {
+    std::this_thread::sleep_for(5ms);
+  }
+  CHECK(w.system().registry().running() < baseline);
+  CHECK(std::chrono::steady_clock::now() - start < 10s);
+  asker.join();
+}

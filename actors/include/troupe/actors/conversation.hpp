@@ -71,6 +71,10 @@ public:
     return shards_.size();
   }
 
+  /// Shutdown: every shard exits and takes its live conversations with it; each
+  /// conversation cancels its active run.
+  void stop();
+
 private:
   std::vector<caf::actor> shards_;
 };
