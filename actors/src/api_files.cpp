@@ -278,7 +278,7 @@ asio::awaitable<http_response> upload_file(state_ptr state, request_context& ctx
                                    fmt::format("file: larger than the {} byte limit", limit));
   }
   storage::file_record f;
-  f.uuid = detail::new_uuid();
+  f.uuid = troupe::new_uuid();
   f.owner_user_id = caller.user_id;
   f.kind = "upload";
   f.name = clean_file_name(file->filename);

@@ -171,13 +171,4 @@ net::http_response error_response(const error& e) {
   }
 }
 
-std::string new_uuid() {
-  auto bytes = random_bytes(16).value_or(std::string(16, '\0'));
-  bytes[6] = static_cast<char>((bytes[6] & 0x0f) | 0x40);
-  bytes[8] = static_cast<char>((bytes[8] & 0x3f) | 0x80);
-  const auto hex = to_hex(bytes);
-  return fmt::format("{}-{}-{}-{}-{}", hex.substr(0, 8), hex.substr(8, 4), hex.substr(12, 4),
-                     hex.substr(16, 4), hex.substr(20));
-}
-
 } // namespace troupe::actors::detail

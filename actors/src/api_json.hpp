@@ -55,7 +55,4 @@ std::optional<net::http_response> read_page(const net::http_request& request, st
 /// The HTTP answer for a failed operation (not_found 404, conflict 409, …).
 net::http_response error_response(const error& e);
 
-/// A random version-4 UUID.
-std::string new_uuid();
-
 } // namespace troupe::actors::detail

@@ -12,6 +12,7 @@
 #include "api_json.hpp"
 #include "troupe/net/http_client.hpp"
 #include "troupe/net/provider_client.hpp"
+#include "troupe/runtime/crypto.hpp"
 #include "troupe/runtime/json_writer.hpp"
 #include "troupe/storage/repositories.hpp"
 #include "troupe/storage/write_op.hpp"
@@ -444,7 +445,7 @@ asio::awaitable<http_response> create_agent(state_ptr state, request_context& ct
   if (auto bad = check_agent_provider(state, a); bad.status != 0) {
     co_return bad;
   }
-  a.uuid = detail::new_uuid();
+  a.uuid = troupe::new_uuid();
   auto pending = store(state, "create agent", [a](auto& c) { return storage::insert_agent(c, a); });
   auto id = co_await std::move(pending);
   if (!id) {

@@ -1,5 +1,7 @@
 #include "troupe/runtime/crypto.hpp"
 
+#include <fmt/format.h>
+
 #include <sys/random.h>
 
 #include <cerrno>
@@ -193,6 +195,15 @@ bool constant_time_equal(std::string_view a, std::string_view b) noexcept {
         diff | (static_cast<unsigned char>(a[i]) ^ static_cast<unsigned char>(b[i])));
   }
   return diff == 0;
+}
+
+std::string new_uuid() {
+  auto bytes = random_bytes(16).value_or(std::string(16, '\0'));
+  bytes[6] = static_cast<char>((bytes[6] & 0x0f) | 0x40); // version 4
+  bytes[8] = static_cast<char>((bytes[8] & 0x3f) | 0x80); // RFC 4122 variant
+  const auto hex = to_hex(bytes);
+  return fmt::format("{}-{}-{}-{}-{}", hex.substr(0, 8), hex.substr(8, 4), hex.substr(12, 4),
+                     hex.substr(16, 4), hex.substr(20));
 }
 
 } // namespace troupe

@@ -1,10 +1,10 @@
 #include "troupe/storage/catalog_sync.hpp"
 
 #include <chrono>
-#include <random>
 
 #include <fmt/format.h>
 
+#include "troupe/runtime/crypto.hpp"
 #include "troupe/runtime/json_writer.hpp"
 
 namespace troupe::storage {
@@ -15,17 +15,6 @@ std::int64_t now_ms() {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())
       .count();
-}
-
-std::string new_uuid() {
-  static thread_local std::mt19937_64 rng{std::random_device{}()};
-  const auto a = rng();
-  const auto b = rng();
-  // RFC 4122 version 4 layout.
-  return fmt::format("{:08x}-{:04x}-4{:03x}-{:04x}-{:012x}", static_cast<std::uint32_t>(a >> 32),
-                     static_cast<std::uint16_t>(a >> 16), static_cast<std::uint16_t>(a) & 0xFFF,
-                     (static_cast<std::uint16_t>(b >> 48) & 0x3FFF) | 0x8000,
-                     b & 0xFFFFFFFFFFFFull);
 }
 
 std::string tools_json(const std::vector<std::string>& tools) {
@@ -142,12 +131,13 @@ expected<catalog_sync_result> sync_declared_catalog(connection& c,
         }
         ++result.agents_updated;
       } else {
-        auto ok = run(conn,
-                      "INSERT INTO agents (uuid, name, system_prompt, provider_id, main_model, "
-                      "fast_model, fallback_model, tools_json, limits_json, queue_policy, "
-                      "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-                      new_uuid(), a.name, a.system_prompt, **provider_id, a.model, a.fast_model,
-                      a.fallback_model, tools_json(a.tools), limits_json(a), policy, t, t);
+        auto ok =
+            run(conn,
+                "INSERT INTO agents (uuid, name, system_prompt, provider_id, main_model, "
+                "fast_model, fallback_model, tools_json, limits_json, queue_policy, "
+                "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                troupe::new_uuid(), a.name, a.system_prompt, **provider_id, a.model, a.fast_model,
+                a.fallback_model, tools_json(a.tools), limits_json(a), policy, t, t);
         if (!ok) {
           return tl::unexpected(ok.error());
         }

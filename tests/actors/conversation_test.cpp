@@ -28,10 +28,10 @@ actors::conversation_spec conversation_for(run_world& w, const std::string& id,
 
 /// Sends `text` to `conversation` from a fresh scoped actor and returns the result.
 actors::run_result say(caf::actor_system& system, const caf::actor& conversation,
-                       const std::string& text) {
+                       const std::string& text, std::chrono::seconds timeout = 60s) {
   caf::scoped_actor self{system};
   actors::run_result out;
-  self->request(conversation, 60s, actors::send_atom::value, text)
+  self->request(conversation, timeout, actors::send_atom::value, text)
       .receive([&](actors::run_result& r) { out = std::move(r); },
                [&](caf::error& e) { out.error = caf::to_string(e); });
   return out;
@@ -221,11 +221,7 @@ TEST_CASE("stopping the registry ends live conversations and cancels their runs"
   const auto baseline = w.system().registry().running();
   // The sender's promise dies with the conversation (CAF 0.17 reports no broken
   // promise), so it gives up after a short timeout of its own.
-  std::thread asker([&] {
-    caf::scoped_actor self{w.system()};
-    self->request(conversation, 3s, actors::send_atom::value, std::string("hello"))
-        .receive([](actors::run_result&) {}, [](caf::error&) {});
-  });
+  std::thread asker([&] { (void)say(w.system(), conversation, "hello", 3s); });
   // Wait until the model call is under way.
   const auto deadline = std::chrono::steady_clock::now() + 10s;
   while (w.llm_calls() == 0 && std::chrono::steady_clock::now() < deadline) {

@@ -48,6 +48,9 @@ std::string to_hex(const sha256_digest& digest);
 /// `n` bytes from the kernel's CSPRNG (getrandom); fails only if the kernel does.
 expected<std::string> random_bytes(std::size_t n);
 
+/// A random (version 4) UUID in its canonical 36-character form, from `random_bytes`.
+std::string new_uuid();
+
 /// Compares in time that depends only on the lengths, not on where the inputs differ.
 bool constant_time_equal(std::string_view a, std::string_view b) noexcept;
 
