@@ -18,6 +18,7 @@
 #include "troupe/actors/api_routes.hpp"
 #include "troupe/runtime/crypto.hpp"
 #include "troupe/runtime/json_writer.hpp"
+#include "troupe/storage/file_store.hpp"
 #include "troupe/storage/repositories.hpp"
 #include "troupe/storage/write_op.hpp"
 
@@ -210,44 +211,6 @@ void write_file(json_writer& w, const storage::file_record& f, const api_state& 
   w.end_object();
 }
 
-// Writes `data` to a new file under `dir` with a random name; returns the name.
-expected<std::string> store_bytes(const std::filesystem::path& dir, std::string_view data) {
-  std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  if (ec) {
-    return fail(errc::io_error, fmt::format("cannot create {}: {}", dir.string(), ec.message()));
-  }
-  auto random = random_bytes(16);
-  if (!random) {
-    return tl::unexpected(random.error());
-  }
-  const auto name = to_hex(*random);
-  const auto path = dir / name;
-  const int fd = ::open(path.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    return fail(errc::io_error, fmt::format("cannot create a file: {}", std::strerror(errno)));
-  }
-  std::size_t done = 0;
-  while (done < data.size()) {
-    const auto n = ::write(fd, data.data() + done, data.size() - done);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n < 0) {
-      const auto message = fmt::format("cannot write a file: {}", std::strerror(errno));
-      ::close(fd);
-      ::unlink(path.c_str());
-      return fail(errc::io_error, message);
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    ::unlink(path.c_str());
-    return fail(errc::io_error, fmt::format("cannot write a file: {}", std::strerror(errno)));
-  }
-  return name;
-}
-
 asio::awaitable<http_response> upload_file(state_ptr state, request_context& ctx,
                                            api_caller caller) {
   const auto& request = ctx.request();
@@ -286,7 +249,7 @@ asio::awaitable<http_response> upload_file(state_ptr state, request_context& ctx
   f.size_bytes = static_cast<std::int64_t>(file->data.size());
   f.sha256 = sha256_hex(file->data);
   const auto dir = state->data_dir / "files";
-  auto stored = store_bytes(dir, file->data);
+  auto stored = storage::store_file_bytes(dir, file->data);
   if (!stored) {
     ctx.log().error("upload failed: {}", stored.error().message);
     co_return detail::error_response(stored.error());

@@ -1,5 +1,6 @@
 #include "api_json.hpp"
 
+#include <algorithm>
 #include <charconv>
 
 #include <fmt/format.h>
@@ -28,6 +29,18 @@ std::optional<simdjson::dom::element> json_body::get(std::string_view field) {
     return std::nullopt;
   }
   return value;
+}
+
+void json_body::only(std::initializer_list<std::string_view> known) {
+  if (!ok()) {
+    return;
+  }
+  for (auto [key, value] : object_) {
+    if (std::find(known.begin(), known.end(), key) == known.end()) {
+      invalid(key, "is not a known field");
+      return;
+    }
+  }
 }
 
 bool json_body::has(std::string_view field) {

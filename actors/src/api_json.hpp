@@ -3,6 +3,7 @@
 // Private helpers of the API routes: reading JSON request bodies field by field with
 // errors that name the field, pagination, and mapping troupe errors to HTTP answers.
 
+#include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -31,6 +32,13 @@ public:
   std::optional<std::string> string_array(std::string_view field);
   /// An object, returned as its JSON text.
   std::optional<std::string> object(std::string_view field);
+
+  /// Records every field not in `known` as a problem ("unknown field").
+  void only(std::initializer_list<std::string_view> known);
+  /// The element of `field`, when present (for shapes the helpers above do not cover).
+  std::optional<simdjson::dom::element> element(std::string_view field) {
+    return get(field);
+  }
 
   /// Records a validation problem (the first one wins).
   void invalid(std::string_view field, std::string_view what);

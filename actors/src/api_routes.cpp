@@ -19,8 +19,10 @@
 
 namespace troupe::actors {
 
-// Declared here, defined in api_files.cpp.
+// Declared here, defined in api_files.cpp and api_chat.cpp.
 void add_file_routes(net::router& routes, std::shared_ptr<api_state> state,
+                     std::set<std::string>& preflighted);
+void add_chat_routes(net::router& routes, std::shared_ptr<api_state> state,
                      std::set<std::string>& preflighted);
 
 namespace {
@@ -837,6 +839,7 @@ void add_api_routes(net::router& routes, std::shared_ptr<api_state> state) {
       });
 
   add_file_routes(routes, state, preflighted);
+  add_chat_routes(routes, state, preflighted);
 }
 
 } // namespace troupe::actors

@@ -8,6 +8,10 @@
 #include <fmt/format.h>
 
 #include "troupe/actors/bridge.hpp"
+#include "troupe/actors/run_journal.hpp"
+#include "troupe/runtime/crypto.hpp"
+#include "troupe/storage/file_store.hpp"
+#include "troupe/tools/workspace.hpp"
 #include "troupe/storage/repositories.hpp"
 #include "troupe/storage/write_op.hpp"
 
@@ -19,6 +23,8 @@ using idle_atom = caf::atom_constant<caf::atom("idle")>;
 using started_atom = caf::atom_constant<caf::atom("started")>;
 
 constexpr auto write_timeout = std::chrono::seconds(30);
+// Largest run artifact copied into the files store.
+constexpr std::size_t max_artifact_bytes = std::size_t{256} << 20;
 // How long a conversation waits for a run beyond the run's own deadline.
 constexpr auto run_grace = std::chrono::seconds(30);
 
@@ -26,6 +32,10 @@ constexpr auto run_grace = std::chrono::seconds(30);
 struct pending_turn {
   std::string text;
   std::vector<caf::response_promise> waiting;
+  /// Get the run's events and (done_atom, run_result).
+  std::vector<caf::actor> observers;
+  /// The run's id; set when the turn is queued.
+  std::string run_id;
 };
 
 struct conversation_state {
@@ -37,6 +47,9 @@ struct conversation_state {
   std::deque<pending_turn> queue;
   std::uint64_t activity = 0;
   std::uint64_t turns = 0;
+  std::uint64_t arrivals = 0;
+  /// The current turn was cancelled before its run existed.
+  bool cancel_on_launch = false;
 };
 
 using conversation_actor = caf::stateful_actor<conversation_state>;
@@ -60,15 +73,129 @@ void schedule_idle(conversation_actor* self) {
                      idle_atom::value, st.activity);
 }
 
+/// Answers everyone waiting for the current turn.
+void deliver_turn(conversation_actor* self, pending_turn& turn, const run_result& result) {
+  for (auto& waiting : turn.waiting) {
+    waiting.deliver(result);
+  }
+  for (const auto& observer : turn.observers) {
+    self->send(observer, done_atom::value, result);
+  }
+}
+
+void end_turn(conversation_actor* self, run_result result);
+
+/// Copies the run's files out of the workspace into the files directory and stores a
+/// `files` row for each, then ends the turn. A file that cannot be read is left out
+/// (the answer still names it) and logged on the result's steps.
+void store_artifacts(conversation_actor* self, run_result result) {
+  auto& st = self->state;
+  const bool can_store = st.spec.io.writer && st.spec.owner_user != 0 &&
+                         !st.spec.files_dir.empty() && st.spec.conversation_row != 0;
+  if (!can_store || result.artifacts.empty()) {
+    end_turn(self, std::move(result));
+    return;
+  }
+  auto ws = tools::workspace::open(st.spec.workspace);
+  std::vector<storage::file_record> rows;
+  std::vector<std::size_t> indexes;
+  for (std::size_t i = 0; i < result.artifacts.size(); ++i) {
+    auto& a = result.artifacts[i];
+    if (!a.file_id.empty() || a.path.empty() || !ws) {
+      continue;
+    }
+    auto relative = ws->relative(a.path);
+    auto bytes = relative ? ws->read_file(*relative, max_artifact_bytes)
+                          : expected<std::string>(tl::unexpected(relative.error()));
+    if (!bytes) {
+      result.steps.push_back(
+          run_step{"files", "store_artifact", "failed",
+                   fmt::format("{}: {}", a.path, bytes.error().message)});
+      continue;
+    }
+    auto stored = storage::store_file_bytes(st.spec.files_dir, *bytes);
+    if (!stored) {
+      result.steps.push_back(run_step{"files", "store_artifact", "failed",
+                                      fmt::format("{}: {}", a.path, stored.error().message)});
+      continue;
+    }
+    storage::file_record f;
+    f.uuid = new_uuid();
+    f.owner_user_id = st.spec.owner_user;
+    f.conversation_id = st.spec.conversation_row;
+    f.kind = "artifact";
+    f.name = std::filesystem::path(*relative).filename().string();
+    f.mime_type = a.mime.empty() ? tools::detect_mime(*relative, *bytes) : a.mime;
+    f.size_bytes = static_cast<std::int64_t>(bytes->size());
+    f.sha256 = sha256_hex(*bytes);
+    f.storage_path = (std::filesystem::path("files") / *stored).string();
+    f.created_at = unix_millis_now();
+    a.file_id = f.uuid;
+    a.mime = f.mime_type;
+    a.size = static_cast<std::uint64_t>(f.size_bytes);
+    if (a.name.empty()) {
+      a.name = f.name;
+    }
+    rows.push_back(std::move(f));
+    indexes.push_back(i);
+  }
+  if (rows.empty()) {
+    end_turn(self, std::move(result));
+    return;
+  }
+  const auto run_uuid = result.run_id;
+  auto op = storage::make_write(
+      "store artifacts",
+      [rows = std::move(rows), run_uuid](storage::connection& c) -> expected<storage::row_id> {
+        auto run = storage::find_run_by_uuid(c, run_uuid);
+        storage::row_id last = 0;
+        for (auto f : rows) {
+          if (run) {
+            f.run_id = run->id;
+          }
+          auto id = storage::insert_file(c, f);
+          if (!id) {
+            return tl::unexpected(id.error());
+          }
+          last = *id;
+        }
+        return last;
+      });
+  auto shared = std::make_shared<run_result>(std::move(result));
+  self->request(*st.spec.io.writer, write_timeout, write_atom::value, std::move(op))
+      .then(
+          [self, shared](write_result& r) {
+            if (!r) {
+              for (auto& a : shared->artifacts) {
+                a.file_id.clear();
+              }
+              shared->steps.push_back(
+                  run_step{"files", "store_artifact", "failed", r.error().message});
+            }
+            end_turn(self, std::move(*shared));
+          },
+          [self, shared](caf::error& e) {
+            for (auto& a : shared->artifacts) {
+              a.file_id.clear();
+            }
+            shared->steps.push_back(run_step{"files", "store_artifact", "failed",
+                                             from_caf_error(e).message});
+            end_turn(self, std::move(*shared));
+          });
+}
+
 void on_run_done(conversation_actor* self, run_result result) {
   auto& st = self->state;
   if (result.status == storage::run_status::succeeded) {
     remember(self, chat_message{chat_role::user, st.current_turn.text, {}, {}, {}});
     remember(self, chat_message{chat_role::assistant, result.text, {}, {}, {}});
   }
-  for (auto& waiting : st.current_turn.waiting) {
-    waiting.deliver(result);
-  }
+  store_artifacts(self, std::move(result));
+}
+
+void end_turn(conversation_actor* self, run_result result) {
+  auto& st = self->state;
+  deliver_turn(self, st.current_turn, result);
   st.current = caf::actor{};
   st.current_turn = {};
   if (!st.queue.empty()) {
@@ -81,7 +208,7 @@ void on_run_done(conversation_actor* self, run_result result) {
 void launch(conversation_actor* self, storage::row_id run_row) {
   auto& st = self->state;
   run_spec spec;
-  spec.run_id = fmt::format("{}.run{}", st.spec.id, st.turns);
+  spec.run_id = st.current_turn.run_id;
   spec.turn_id = fmt::format("{}.turn{}", st.spec.id, st.turns);
   spec.run_row = run_row;
   spec.conversation_row = st.spec.conversation_row;
@@ -93,6 +220,10 @@ void launch(conversation_actor* self, storage::row_id run_row) {
   spec.tool_timeout = st.spec.tool_timeout;
   spec.io = st.spec.io;
   st.current = spawn_run(self->system(), std::move(spec), caf::actor_cast<caf::actor>(self));
+  if (st.cancel_on_launch) {
+    st.cancel_on_launch = false;
+    self->send(st.current, cancel_atom::value);
+  }
   const auto limit = std::chrono::duration_cast<caf::timespan>(st.spec.agent.timeout) +
                      std::chrono::duration_cast<caf::timespan>(run_grace);
   self->request(st.current, limit, run_atom::value)
@@ -112,6 +243,7 @@ void start_next(conversation_actor* self) {
   st.current_turn = std::move(st.queue.front());
   st.queue.pop_front();
   ++st.turns;
+
   ++st.activity;
   // Marks the conversation busy until the run exists (the run row is written first).
   st.current = caf::actor_cast<caf::actor>(self);
@@ -121,7 +253,7 @@ void start_next(conversation_actor* self) {
     return;
   }
   storage::run_record row;
-  row.uuid = fmt::format("{}.run{}", st.spec.id, st.turns);
+  row.uuid = st.current_turn.run_id;
   row.conversation_id = st.spec.conversation_row;
   row.agent_id = st.spec.agent_row;
   row.model = st.spec.agent.model;
@@ -134,8 +266,65 @@ void start_next(conversation_actor* self) {
             [self](caf::error&) { launch(self, 0); });
 }
 
+/// Queues `turn`, or hands it to the active run, under the agent's queue policy.
+void accept(conversation_actor* self, pending_turn turn) {
+  auto& st = self->state;
+  ++st.activity;
+  if (turn.run_id.empty()) {
+    // Numbered by arrival, so a queued turn can be cancelled by its id.
+    turn.run_id = fmt::format("{}.run{}", st.spec.id, ++st.arrivals);
+  }
+  if (!st.current) {
+    st.queue.push_back(std::move(turn));
+    start_next(self);
+    return;
+  }
+  // While the run row is being written there is no run to steer or interrupt yet.
+  const bool run_exists = st.current != caf::actor_cast<caf::actor>(self);
+  const auto policy = run_exists ? st.spec.agent.queue : queue_policy::followup;
+  const auto join = [](pending_turn& into, pending_turn& from) {
+    into.text += "\n\n" + from.text;
+    for (auto& w : from.waiting) {
+      into.waiting.push_back(std::move(w));
+    }
+    for (auto& o : from.observers) {
+      into.observers.push_back(std::move(o));
+    }
+  };
+  switch (policy) {
+    case queue_policy::followup:
+      st.queue.push_back(std::move(turn));
+      break;
+    case queue_policy::collect:
+      if (st.queue.empty()) {
+        st.queue.push_back(std::move(turn));
+      } else {
+        join(st.queue.back(), turn);
+      }
+      break;
+    case queue_policy::steer: {
+      // Answered with the result of the run it steered.
+      auto text = turn.text;
+      join(st.current_turn, turn);
+      self->send(st.current, steer_atom::value, std::move(text));
+      break;
+    }
+    case queue_policy::interrupt:
+      st.queue.push_front(std::move(turn));
+      self->send(st.current, cancel_atom::value);
+      break;
+  }
+}
+
 caf::behavior conversation_behavior(conversation_actor* self, conversation_spec spec) {
   self->state.spec = std::move(spec);
+  self->state.history = std::move(self->state.spec.history);
+  if (self->state.history.size() > self->state.spec.history_limit) {
+    self->state.history.erase(
+        self->state.history.begin(),
+        self->state.history.end() -
+            static_cast<std::ptrdiff_t>(self->state.spec.history_limit));
+  }
   schedule_idle(self);
   // Told to exit (shutdown): cancel the active run, so it ends now rather than at its
   // deadline (an actor system waits for every actor before it stops).
@@ -147,41 +336,44 @@ caf::behavior conversation_behavior(conversation_actor* self, conversation_spec 
   });
   return {
       [self](send_atom, std::string& text) -> caf::result<run_result> {
-        auto& st = self->state;
-        ++st.activity;
-        auto promise = self->make_response_promise();
-        if (!st.current) {
-          st.queue.push_back(pending_turn{std::move(text), {promise}});
-          start_next(self);
-          return caf::delegated<run_result>{};
-        }
-        // While the run row is being written there is no run to steer or interrupt yet.
-        const bool run_exists = st.current != caf::actor_cast<caf::actor>(self);
-        const auto policy = run_exists ? st.spec.agent.queue : queue_policy::followup;
-        switch (policy) {
-          case queue_policy::followup:
-            st.queue.push_back(pending_turn{std::move(text), {promise}});
-            break;
-          case queue_policy::collect:
-            if (st.queue.empty()) {
-              st.queue.push_back(pending_turn{std::move(text), {promise}});
-            } else {
-              st.queue.back().text += "\n\n" + text;
-              st.queue.back().waiting.push_back(promise);
-            }
-            break;
-          case queue_policy::steer:
-            // Answered with the result of the run it steered.
-            st.current_turn.text += "\n\n" + text;
-            st.current_turn.waiting.push_back(promise);
-            self->send(st.current, steer_atom::value, std::move(text));
-            break;
-          case queue_policy::interrupt:
-            st.queue.push_front(pending_turn{std::move(text), {promise}});
-            self->send(st.current, cancel_atom::value);
-            break;
-        }
+        pending_turn turn;
+        turn.text = std::move(text);
+        turn.waiting.push_back(self->make_response_promise());
+        accept(self, std::move(turn));
         return caf::delegated<run_result>{};
+      },
+      [self](send_atom, turn_request& request) -> bool {
+        pending_turn turn;
+        turn.text = std::move(request.text);
+        turn.run_id = std::move(request.run_id);
+        if (request.observer) {
+          turn.observers.push_back(std::move(request.observer));
+        }
+        accept(self, std::move(turn));
+        return true;
+      },
+      [self](cancel_atom, const std::string& run_id) -> bool {
+        auto& st = self->state;
+        if (st.current && st.current_turn.run_id == run_id) {
+          if (st.current == caf::actor_cast<caf::actor>(self)) {
+            st.cancel_on_launch = true;
+          } else {
+            self->send(st.current, cancel_atom::value);
+          }
+          return true;
+        }
+        for (auto it = st.queue.begin(); it != st.queue.end(); ++it) {
+          if (it->run_id == run_id) {
+            run_result r;
+            r.run_id = run_id;
+            r.status = storage::run_status::cancelled;
+            r.error = "cancelled before it started";
+            deliver_turn(self, *it, r);
+            st.queue.erase(it);
+            return true;
+          }
+        }
+        return false;
       },
       [self](subscribe_atom, caf::actor& subscriber) {
         self->state.subscribers.push_back(std::move(subscriber));
@@ -189,6 +381,9 @@ caf::behavior conversation_behavior(conversation_actor* self, conversation_spec 
       [self](event_atom, run_event& e) {
         for (const auto& s : self->state.subscribers) {
           self->send(s, event_atom::value, e);
+        }
+        for (const auto& o : self->state.current_turn.observers) {
+          self->send(o, event_atom::value, e);
         }
       },
       [self](idle_atom, std::uint64_t generation) {

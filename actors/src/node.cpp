@@ -9,9 +9,11 @@
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/signal_set.hpp>
+#include <boost/asio/strand.hpp>
 #include <caf/all.hpp>
 
 #include "troupe/actors/api_routes.hpp"
+#include "troupe/actors/chat_service.hpp"
 #include "troupe/actors/demo_model.hpp"
 #include "troupe/actors/health.hpp"
 #include "troupe/actors/system_routes.hpp"
@@ -20,6 +22,7 @@
 #include "troupe/storage/catalog_sync.hpp"
 #include "troupe/storage/data_dir.hpp"
 #include "troupe/storage/database.hpp"
+#include "troupe/tools/builtin_tools.hpp"
 #include "troupe/tools/control_tools.hpp"
 
 namespace troupe::actors {
@@ -71,6 +74,10 @@ struct node::impl {
   // (a detached actor's thread ends only when the last handle to it is gone, and the
   // routes may outlive the server object in handlers the stopped io_context never ran).
   std::shared_ptr<api_state> api;
+  // Agent runs: the LLM client (on its own strand of the io_context) and the service
+  // that owns the conversations.
+  std::unique_ptr<net::http_client> http;
+  std::shared_ptr<chat_service> chat;
 
   std::mutex mutex;
   std::condition_variable stopped_cv;
@@ -78,6 +85,10 @@ struct node::impl {
   bool stopped = false;
 
   void finish_stop() {
+    if (chat) {
+      // Conversations end and cancel their runs (which kill their tools' processes).
+      chat->stop();
+    }
     if (health) {
       caf::anon_send_exit(health, caf::exit_reason::user_shutdown);
     }
@@ -214,6 +225,9 @@ node::~node() {
     impl_->join_io_threads();
   }
   impl_->server.reset();
+  if (impl_->chat) {
+    impl_->chat->stop();
+  }
   if (impl_->system && impl_->health) {
     caf::anon_send_exit(impl_->health, caf::exit_reason::user_shutdown);
   }
@@ -224,8 +238,17 @@ node::~node() {
   impl_->store_writer = nullptr;
   if (impl_->api) {
     impl_->api->writer = nullptr;
+    impl_->api->chat.reset();
   }
+  impl_->chat.reset();
   impl_->system.reset(); // waits for every actor to finish
+  if (impl_->http) {
+    // Let cancelled LLM streams and tool calls unwind on this thread, then drop the
+    // client before the io_context it runs on.
+    impl_->io.restart();
+    impl_->io.run_for(std::chrono::milliseconds(500));
+    impl_->http.reset();
+  }
 }
 
 expected<endpoint> node::start() {
@@ -260,6 +283,31 @@ expected<endpoint> node::start() {
       [sys = d.system.get()] { return static_cast<double>(sys->registry().running()); });
   d.health = spawn_health(*d.system);
 
+  // Agent runs: tools, the sandbox, the LLM client and the conversations.
+  auto tool_registry = std::make_shared<tools::tool_registry>();
+  if (auto ok = tools::register_builtin_tools(*tool_registry); !ok) {
+    return tl::unexpected(ok.error());
+  }
+  tools::sandbox_options sandbox;
+  sandbox.allow_host = d.config.tools.allow_host;
+  if (sandbox.allow_host) {
+    log::warn("tools.allow_host = true: code runs on the host WITHOUT the sandbox");
+  }
+  d.http = std::make_unique<net::http_client>(asio::make_strand(d.io));
+  chat_service_options chat_options;
+  chat_options.writer = d.store_writer;
+  chat_options.reads = d.db_reads;
+  chat_options.io.http = d.http.get();
+  chat_options.io.tools = tool_registry;
+  chat_options.io.sandbox = std::make_shared<tools::sandbox_runner>(sandbox);
+  chat_options.declared_providers = d.config.providers;
+  chat_options.data_dir = d.config.data_dir;
+  chat_options.idle_ttl = d.config.actors.conversation_idle;
+  chat_options.history_messages = d.config.actors.history_messages;
+  chat_options.tool_timeout = d.config.tools.timeout;
+  chat_options.retention = d.config.api.run_retention;
+  d.chat = std::make_shared<chat_service>(*d.system, std::move(chat_options));
+
   d.api = std::make_shared<api_state>();
   auto& api = d.api;
   api->system = d.system.get();
@@ -270,6 +318,8 @@ expected<endpoint> node::start() {
   api->link_secret = d.link_secret;
   api->limiter =
       std::make_shared<rate_limiter>(d.config.api.rate_per_second, d.config.api.rate_burst);
+  api->chat = d.chat;
+  api->demo = d.demo;
   net::router routes;
   system_route_context system_context{d.system.get(), d.health, &d.metrics, {}, false};
   system_context.guard = [api](net::route_handler h) {
@@ -280,6 +330,7 @@ expected<endpoint> node::start() {
   system_context.metrics_open = d.config.api.open_metrics;
   add_system_routes(routes, system_context);
   add_api_routes(routes, api);
+  add_openai_routes(routes, api);
   d.server = std::make_unique<net::http_server>(
       d.io, std::move(routes), net::http_server_options::from(d.config.server), d.metrics);
   auto bound = d.server->listen(d.config.listen);

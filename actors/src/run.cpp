@@ -298,6 +298,7 @@ void finish_run(run_actor* self, storage::run_status status, std::string text, s
   }
   st.finished = true;
   cancel_inflight(self);
+  st.result.run_id = st.spec.run_id;
   st.result.status = status;
   st.result.text = std::move(text);
   st.result.error = std::move(error);

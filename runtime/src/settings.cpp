@@ -242,6 +242,14 @@ const std::vector<setting_spec>& specs() {
         "actors.max_throughput", "messages an actor handles before yielding its thread",
         [](settings& s) -> std::size_t& { return s.actors.max_throughput; }, std::size_t{1},
         std::size_t{1'000'000}));
+    t.push_back(millis_spec(
+        "actors.conversation_idle_ms", "idle time after which a conversation leaves memory",
+        [](settings& s) -> std::chrono::milliseconds& { return s.actors.conversation_idle; },
+        1'000, 86'400'000));
+    t.push_back(integer_spec<std::size_t>(
+        "actors.history_messages", "earlier messages of a conversation given to each run",
+        [](settings& s) -> std::size_t& { return s.actors.history_messages; }, std::size_t{0},
+        std::size_t{10'000}));
     t.push_back(make_spec(
         "storage.synchronous",
         "normal (commits survive a crash) | full (commits survive power loss; slower)",
@@ -331,6 +339,25 @@ const std::vector<setting_spec>& specs() {
           return {};
         },
         [](const settings& s) { return std::string(s.api.open_metrics ? "true" : "false"); }));
+    t.push_back(millis_spec(
+        "api.run_retention_ms", "how long a finished run's events stay in memory for replay",
+        [](settings& s) -> std::chrono::milliseconds& { return s.api.run_retention; }, 0,
+        86'400'000));
+    t.push_back(make_spec(
+        "tools.allow_host", "run code on the host without the sandbox (true | false; opt-in)",
+        [](settings& s, std::string_view text) -> expected<void> {
+          if (text != "true" && text != "false") {
+            return fail(errc::invalid_argument,
+                        fmt::format("'{}' is not a boolean (expected true or false)", text));
+          }
+          s.tools.allow_host = text == "true";
+          return {};
+        },
+        [](const settings& s) { return std::string(s.tools.allow_host ? "true" : "false"); }));
+    t.push_back(millis_spec(
+        "tools.timeout_ms", "longest a single tool call may take",
+        [](settings& s) -> std::chrono::milliseconds& { return s.tools.timeout; }, 100,
+        86'400'000));
     return t;
   }();
   return table;

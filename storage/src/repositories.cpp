@@ -354,6 +354,11 @@ expected<agent_record> find_agent_by_uuid(connection& c, std::string_view uuid) 
   return query_one<agent_record>(c, "agent", sql, read_agent, uuid);
 }
 
+expected<agent_record> find_agent_by_name(connection& c, std::string_view name) {
+  static const auto sql = select(agent_columns, "agents", "WHERE name = ? ORDER BY id LIMIT 1");
+  return query_one<agent_record>(c, "agent", sql, read_agent, name);
+}
+
 // --- conversations and messages ---
 
 expected<row_id> insert_conversation(connection& c, conversation_record r) {
@@ -376,6 +381,12 @@ expected<conversation_record> find_conversation_by_uuid(connection& c, std::stri
       select(conversation_columns, "conversations", "WHERE uuid = ? AND owner_user_id = ?");
   return query_one<conversation_record>(c, "conversation", sql, read_conversation, uuid,
                                         owner_user_id);
+}
+
+expected<conversation_record> find_conversation_by_uuid_any_owner(connection& c,
+                                                                  std::string_view uuid) {
+  static const auto sql = select(conversation_columns, "conversations", "WHERE uuid = ?");
+  return query_one<conversation_record>(c, "conversation", sql, read_conversation, uuid);
 }
 
 expected<std::vector<conversation_record>> list_conversations(connection& c, row_id owner_user_id,
@@ -518,6 +529,11 @@ expected<row_id> insert_run(connection& c, run_record r) {
 expected<run_record> find_run(connection& c, row_id id) {
   static const auto sql = select(run_columns, "runs", "WHERE id = ?");
   return query_one<run_record>(c, "run", sql, read_run, id);
+}
+
+expected<run_record> find_run_by_uuid(connection& c, std::string_view uuid) {
+  static const auto sql = select(run_columns, "runs", "WHERE uuid = ?");
+  return query_one<run_record>(c, "run", sql, read_run, uuid);
 }
 
 expected<void> set_run_status(connection& c, row_id id, run_status status,

@@ -70,6 +70,8 @@ private:
   std::unordered_map<storage::row_id, bucket> buckets_;
 };
 
+class chat_service;
+
 /// Everything the API routes share.
 struct api_state {
   caf::actor_system* system = nullptr;
@@ -80,6 +82,10 @@ struct api_state {
   /// The key signing file links (`<data-dir>/link.secret`).
   std::string link_secret;
   std::shared_ptr<rate_limiter> limiter;
+  /// Starts agent runs; null: the chat routes answer 503.
+  std::shared_ptr<chat_service> chat;
+  /// The embedded catalog's agent answers with the scripted demo model.
+  bool demo = false;
 };
 
 /// A handler behind `guard`: it gets the authenticated caller.
@@ -99,6 +105,9 @@ void add_preflight(net::router& routes, std::shared_ptr<api_state> state, std::s
 
 /// Adds every `/api/v1` route to `routes`.
 void add_api_routes(net::router& routes, std::shared_ptr<api_state> state);
+
+/// Adds the OpenAI-compatible endpoint: `GET /v1/models`, `POST /v1/chat/completions`.
+void add_openai_routes(net::router& routes, std::shared_ptr<api_state> state);
 
 /// A new random token ("trp_" and 64 hex digits) and its stored hash.
 struct minted_token {

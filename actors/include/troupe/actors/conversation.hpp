@@ -14,7 +14,16 @@
 ///
 /// Interface (untyped):
 ///   (send_atom, std::string text) -> run_result   the result of the run that handled it
+///   (send_atom, turn_request)     -> bool          accepted at once; the turn's observer
+///                                                  gets its run's events and, at the end,
+///                                                  (done_atom, run_result)
+///   (cancel_atom, std::string run_id) -> bool      cancels that run (active or queued);
+///                                                  false when it is not here
 ///   (subscribe_atom, caf::actor)  -> void          events as (event_atom, run_event)
+///
+/// When the spec names a files directory, the files a run produced are copied there and
+/// stored as `files` rows (kind "artifact", linked to the run and conversation) before
+/// the run's result is delivered; the result's artifacts then carry their file ids.
 ///
 /// The registry is sharded by conversation id; each shard serializes creation in its
 /// mailbox, so concurrent first messages for one id get the same actor:
@@ -51,7 +60,23 @@ struct conversation_spec {
   run_io io;
   /// Messages kept in memory for the next run's prompt.
   std::size_t history_limit = 100;
+  /// Earlier messages, oldest first (loaded from SQLite when the actor starts).
+  std::vector<chat_message> history;
+  /// The owner, and where artifacts are stored (`<data-dir>/files`); 0 or empty: the
+  /// run's files stay in the workspace only.
+  storage::row_id owner_user = 0;
+  std::filesystem::path files_dir;
   std::chrono::milliseconds idle_ttl{std::chrono::minutes(10)};
+};
+
+/// A message for the conversation with the id its run will have and who follows it.
+struct turn_request {
+  std::string text;
+  /// The id of the run that handles it (the run row's uuid); empty: generated. Under
+  /// the `collect` policy a message merged into a queued turn runs under that turn's id.
+  std::string run_id;
+  /// Receives the run's events and its final (done_atom, run_result); may be invalid.
+  caf::actor observer;
 };
 
 caf::actor spawn_conversation(caf::actor_system& system, conversation_spec spec);
@@ -80,3 +105,5 @@ private:
 };
 
 } // namespace troupe::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::turn_request)

@@ -100,6 +100,8 @@ struct run_step {
 
 /// How a run ended.
 struct run_result {
+  /// The run's public id (its row's uuid).
+  std::string run_id;
   /// succeeded, failed or cancelled.
   storage::run_status status = storage::run_status::failed;
   /// The accepted final answer (with links to its files).

@@ -62,6 +62,20 @@ struct actor_settings {
   std::string scheduler_policy = "sharing";
   /// Messages an actor may handle before yielding its thread.
   std::size_t max_throughput = 300;
+  /// A conversation without activity for this long leaves memory (its state is in
+  /// SQLite; the next message brings it back).
+  std::chrono::milliseconds conversation_idle{600'000};
+  /// Earlier messages a conversation gives each run (loaded from SQLite on start).
+  std::size_t history_messages = 100;
+};
+
+/// `[tools]`: how tools run.
+struct tool_settings {
+  /// Run code on the host, without the bubblewrap sandbox (explicit opt-in; every result
+  /// then says sandboxed: false).
+  bool allow_host = false;
+  /// Longest a single tool call may take.
+  std::chrono::milliseconds timeout{300'000};
 };
 
 /// The database's knobs (`[storage]`). The file is `<data_dir>/troupe.db`.
@@ -91,6 +105,9 @@ struct api_settings {
   std::vector<std::string> cors_origins;
   /// Serve /metrics without a token (for scrapers on a trusted network).
   bool open_metrics = false;
+  /// How long a finished run's event log stays in memory for replay (`/runs/{id}/events`);
+  /// later, replay serves what SQLite keeps (status, steps, final answer).
+  std::chrono::milliseconds run_retention{900'000};
 };
 
 /// Everything `troupe serve` is configured by.
@@ -103,6 +120,7 @@ struct settings {
   actor_settings actors;
   storage_settings storage;
   api_settings api;
+  tool_settings tools;
   /// `[[providers]]` entries of the config file.
   std::vector<provider_settings> providers;
   /// `[[agents]]` entries of the config file.

@@ -34,6 +34,8 @@ expected<provider_record> find_provider(connection& c, row_id id);
 expected<row_id> insert_agent(connection& c, agent_record r);
 expected<agent_record> find_agent(connection& c, row_id id);
 expected<agent_record> find_agent_by_uuid(connection& c, std::string_view uuid);
+/// The oldest agent with this name (names are unique for declared agents).
+expected<agent_record> find_agent_by_name(connection& c, std::string_view name);
 
 // conversations and messages
 expected<row_id> insert_conversation(connection& c, conversation_record r);
@@ -41,6 +43,9 @@ expected<conversation_record> find_conversation(connection& c, row_id id);
 /// The conversation with this uuid, only if `owner_user_id` owns it (else not_found).
 expected<conversation_record> find_conversation_by_uuid(connection& c, std::string_view uuid,
                                                         row_id owner_user_id);
+/// The conversation with this uuid whoever owns it (for the runtime, never for a caller).
+expected<conversation_record> find_conversation_by_uuid_any_owner(connection& c,
+                                                                  std::string_view uuid);
 /// The owner's conversations, most recently updated first.
 expected<std::vector<conversation_record>> list_conversations(connection& c, row_id owner_user_id,
                                                               std::int64_t limit);
@@ -61,6 +66,7 @@ expected<std::vector<message_record>> list_messages(connection& c, row_id conver
 // runs, steps, plans
 expected<row_id> insert_run(connection& c, run_record r);
 expected<run_record> find_run(connection& c, row_id id);
+expected<run_record> find_run_by_uuid(connection& c, std::string_view uuid);
 /// Moves a run to `status`, stamping `started_at` (running) or `finished_at` (terminal).
 expected<void> set_run_status(connection& c, row_id id, run_status status,
                               std::string_view error_text = {});

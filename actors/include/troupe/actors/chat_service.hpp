@@ -1,0 +1,103 @@
+#pragma once
+
+/// \file
+/// The chat service: how the HTTP layer starts agent runs. It owns the conversation
+/// registry (one conversation actor per conversation id, built from its SQLite rows on
+/// first use, with its history) and the directory of run journals. `submit` hands a
+/// message to its conversation and returns at once with the run's id and journal; the
+/// run then goes on whether or not anyone follows it.
+
+#include <chrono>
+#include <filesystem>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/asio/awaitable.hpp>
+#include <caf/fwd.hpp>
+
+#include "troupe/actors/conversation.hpp"
+#include "troupe/actors/run_journal.hpp"
+#include "troupe/actors/store_writer.hpp"
+#include "troupe/runtime/agent_config.hpp"
+#include "troupe/storage/database.hpp"
+#include "troupe/storage/records.hpp"
+
+namespace troupe::actors {
+
+struct chat_service_options {
+  store_writer_actor writer;
+  std::shared_ptr<storage::read_pool> reads;
+  /// What runs use for I/O (its `writer` is set from `writer`).
+  run_io io;
+  /// Providers declared in the config: their inline keys never reach the database, so
+  /// runs take them from here.
+  std::vector<provider_settings> declared_providers;
+  std::filesystem::path data_dir;
+  std::chrono::milliseconds idle_ttl{std::chrono::minutes(10)};
+  std::size_t history_messages = 100;
+  std::chrono::milliseconds tool_timeout = default_tool_timeout;
+  std::chrono::milliseconds retention{std::chrono::minutes(15)};
+  std::size_t registry_shards = 8;
+};
+
+/// A message to submit, its caller resolved.
+struct chat_submission {
+  storage::row_id user_id = 0;
+  /// The conversation (existing, or just created for this message).
+  storage::conversation_record conversation;
+  std::string text;
+  /// The `done` entry's data for this run (the API adds signed links); may be empty.
+  std::function<std::string(const run_result&)> final_data;
+};
+
+/// What `submit` started.
+struct submitted_run {
+  std::string run_id;
+  std::string conversation_id;
+  caf::actor journal;
+  /// The conversation actor that took the message (cancel the run there).
+  caf::actor conversation;
+};
+
+/// An agent row turned into the settings a run uses (tools and limits parsed).
+expected<agent_settings> agent_from_record(const storage::agent_record& a,
+                                           const std::string& provider_name);
+
+class chat_service {
+public:
+  chat_service(caf::actor_system& system, chat_service_options options);
+  ~chat_service();
+  chat_service(const chat_service&) = delete;
+  chat_service& operator=(const chat_service&) = delete;
+
+  /// Hands the message to its conversation. Fails when the conversation cannot be
+  /// loaded (its agent or provider is gone or invalid).
+  boost::asio::awaitable<expected<submitted_run>> submit(chat_submission submission);
+
+  /// The journal of a run started since this node began (or retained), with its owner.
+  std::optional<run_directory::entry> find_run(const std::string& run_id) const;
+
+  /// Cancels a run (active or queued). False when its conversation does not have it.
+  boost::asio::awaitable<expected<bool>> cancel(const std::string& conversation_id,
+                                                const std::string& run_id);
+
+  /// Ends every conversation (each cancels its active run). Call before the actor
+  /// system goes down.
+  void stop();
+
+  caf::actor_system& system() noexcept {
+    return system_;
+  }
+
+private:
+  expected<caf::actor> make_conversation(caf::actor_system& system, const std::string& id);
+
+  caf::actor_system& system_;
+  chat_service_options options_;
+  std::shared_ptr<run_directory> directory_;
+  std::unique_ptr<conversation_registry> registry_;
+};
+
+} // namespace troupe::actors

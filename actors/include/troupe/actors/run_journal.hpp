@@ -1,0 +1,109 @@
+#pragma once
+
+/// \file
+/// The journal of one submitted run: every event the run publishes, in order, as the
+/// entries an SSE client receives, kept so that a subscriber that arrives late — or
+/// comes back with `Last-Event-ID` — replays what it missed and then follows live. The
+/// run does not depend on any subscriber: a durable run keeps going when its clients
+/// leave.
+///
+/// Entries (SSE `event` name, `id` = the entry's seq, `data` = JSON):
+///   message  model.delta (candidate text) and model.correction (discard the candidate)
+///   harness  harness decisions (validate_*, correct_*, continue_execution, …)
+///   step     tool calls starting and ending (action.started, action.finished)
+///   run      run.started, run.completed, run.failed, run.cancelled
+///   error    the failure of a run that failed
+///   done     the final event: content, usage, steps summary, files
+///   (none)   `[DONE]`, the last entry
+///
+/// Interface (untyped):
+///   (event_atom, run_event)              from the conversation: appends entries
+///   (done_atom, run_result)              from the conversation: the final entries
+///   (follow_atom, caf::actor, uint64_t)  replays entries after that seq to the sink as
+///                                        (entry_atom, journal_entry), then follows live
+///   (wait_atom)      -> run_result       answered when the run ends
+///   (get_atom)       -> run_status_view  where the run stands now
+///   (watch_atom, caf::actor)             the conversation that took the run: its death
+///                                        before the run ends fails the run here, so no
+///                                        subscriber waits forever
+/// A finished journal stays for `retention`, then leaves its directory and quits.
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <string>
+#include <unordered_map>
+
+#include <caf/all.hpp>
+
+#include "troupe/actors/conversation.hpp"
+#include "troupe/actors/run.hpp"
+
+namespace troupe::actors {
+
+using done_atom = caf::atom_constant<caf::atom("done")>;
+using follow_atom = caf::atom_constant<caf::atom("follow")>;
+using entry_atom = caf::atom_constant<caf::atom("entry")>;
+using wait_atom = caf::atom_constant<caf::atom("wait")>;
+using watch_atom = caf::atom_constant<caf::atom("watch")>;
+
+/// One entry, as it goes out over SSE.
+struct journal_entry {
+  std::uint64_t seq = 0;
+  /// The SSE event name; empty for the closing `[DONE]`.
+  std::string event;
+  std::string data;
+  /// True for the last entry of the journal.
+  bool last = false;
+};
+
+/// Where a journaled run stands.
+struct run_status_view {
+  /// queued, running, succeeded, failed or cancelled.
+  std::string status = "queued";
+  std::uint64_t last_seq = 0;
+  /// Set once the run ended.
+  std::optional<run_result> result;
+};
+
+/// The live journals by run id, with each run's owner. Thread-safe.
+class run_directory {
+public:
+  struct entry {
+    caf::actor journal;
+    storage::row_id owner_user = 0;
+    std::string conversation_id;
+  };
+  void add(const std::string& run_id, entry e);
+  std::optional<entry> find(const std::string& run_id) const;
+  void remove(const std::string& run_id);
+  std::size_t size() const;
+
+private:
+  mutable std::mutex mutex_;
+  std::unordered_map<std::string, entry> entries_;
+};
+
+struct journal_options {
+  std::string run_id;
+  std::string conversation_id;
+  /// How long a finished journal stays for replay.
+  std::chrono::milliseconds retention{std::chrono::minutes(15)};
+  /// The data of the final `done` entry (the API adds signed file links).
+  std::function<std::string(const run_result&)> final_data;
+  /// Removes the journal from it when it quits; may be null.
+  std::shared_ptr<run_directory> directory;
+};
+
+caf::actor spawn_run_journal(caf::actor_system& system, journal_options options);
+
+/// The SSE name of a run event (`message`, `harness`, `step`, `run`).
+std::string_view journal_event_name(run_event_type type) noexcept;
+
+} // namespace troupe::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::journal_entry)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::run_status_view)

@@ -1,0 +1,450 @@
+// The OpenAI-compatible endpoint: `GET /v1/models` lists the agents a token may use and
+// `POST /v1/chat/completions` runs one (model = agent name), its tools server-side,
+// streamed or whole. Each request is a new conversation whose history is the request's
+// earlier messages, as OpenAI clients resend the whole conversation every time.
+
+#include <memory>
+#include <set>
+
+#include <fmt/format.h>
+#include <simdjson.h>
+
+#include "api_chat.hpp"
+#include "api_json.hpp"
+#include "troupe/actors/bridge.hpp"
+#include "troupe/runtime/json_writer.hpp"
+#include "troupe/storage/repositories.hpp"
+
+namespace troupe::actors {
+
+namespace {
+
+namespace asio = boost::asio;
+using net::http_response;
+using net::request_context;
+using state_ptr = std::shared_ptr<api_state>;
+
+constexpr std::size_t max_message_bytes = 256 * 1024;
+constexpr auto chat_grace = std::chrono::seconds(60);
+
+std::int64_t unix_seconds() {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
+http_response openai_error(unsigned status, std::string_view type, std::string_view message,
+                           std::string_view param = {}) {
+  json_writer w;
+  w.begin_object().key("error").begin_object();
+  w.key("message").value(message).key("type").value(type);
+  if (param.empty()) {
+    w.key("param").value(nullptr);
+  } else {
+    w.key("param").value(param);
+  }
+  w.key("code").value(type).end_object().end_object();
+  return http_response::json(status, std::move(w).str());
+}
+
+asio::awaitable<http_response> list_models(state_ptr state, api_caller caller) {
+  std::vector<storage::agent_record> agents;
+  if (caller.agent_id) {
+    auto one = state->reads->with(
+        [&](storage::connection& c) { return storage::find_agent(c, *caller.agent_id); });
+    if (one) {
+      agents.push_back(std::move(*one));
+    }
+  } else {
+    storage::page p;
+    p.limit = 1000;
+    auto all =
+        state->reads->with([&](storage::connection& c) { return storage::list_agents(c, p); });
+    if (!all) {
+      co_return detail::error_response(all.error());
+    }
+    agents = std::move(*all);
+  }
+  json_writer w;
+  w.begin_object().key("object").value("list").key("data").begin_array();
+  for (const auto& a : agents) {
+    w.begin_object().key("id").value(a.name).key("object").value("model");
+    w.key("created").value(a.created_at / 1000).key("owned_by").value("troupe").end_object();
+  }
+  w.end_array().end_object();
+  co_return http_response::json(200, std::move(w).str());
+}
+
+/// The text of a message's `content`: a string, or an array of parts whose text parts
+/// are joined.
+std::optional<std::string> content_text(simdjson::dom::element content) {
+  std::string_view s;
+  if (content.get_string().get(s) == simdjson::SUCCESS) {
+    return std::string(s);
+  }
+  if (content.is_null()) {
+    return std::string();
+  }
+  simdjson::dom::array parts;
+  if (content.get_array().get(parts) != simdjson::SUCCESS) {
+    return std::nullopt;
+  }
+  std::string out;
+  for (auto part : parts) {
+    std::string_view type;
+    std::string_view text;
+    if (part["type"].get_string().get(type) == simdjson::SUCCESS && type == "text" &&
+        part["text"].get_string().get(text) == simdjson::SUCCESS) {
+      if (!out.empty()) {
+        out += "\n";
+      }
+      out += text;
+    }
+  }
+  return out;
+}
+
+/// A parsed completion request.
+struct completion_input {
+  std::string model;
+  std::string objective;
+  std::vector<chat_message> history;
+  bool stream = false;
+  bool include_usage = false;
+};
+
+std::optional<http_response> parse_completion(std::string_view body, completion_input& in) {
+  simdjson::dom::parser parser;
+  simdjson::padded_string padded(body);
+  simdjson::dom::object root;
+  if (parser.parse(padded).get(root) != simdjson::SUCCESS) {
+    return openai_error(400, "invalid_request_error", "the body is not a JSON object");
+  }
+  std::string_view model;
+  if (root["model"].get_string().get(model) != simdjson::SUCCESS || model.empty()) {
+    return openai_error(400, "invalid_request_error", "model: is required (an agent name)",
+                        "model");
+  }
+  in.model = std::string(model);
+  bool flag = false;
+  if (root["stream"].get_bool().get(flag) == simdjson::SUCCESS) {
+    in.stream = flag;
+  }
+  if (root["stream_options"]["include_usage"].get_bool().get(flag) == simdjson::SUCCESS) {
+    in.include_usage = flag;
+  }
+  simdjson::dom::array messages;
+  if (root["messages"].get_array().get(messages) != simdjson::SUCCESS || messages.size() == 0) {
+    return openai_error(400, "invalid_request_error", "messages: must be a non-empty array",
+                        "messages");
+  }
+  std::string system_text;
+  std::vector<chat_message> all;
+  std::size_t index = 0;
+  for (auto m : messages) {
+    std::string_view role;
+    simdjson::dom::element content;
+    if (m["role"].get_string().get(role) != simdjson::SUCCESS) {
+      return openai_error(400, "invalid_request_error",
+                          fmt::format("messages[{}].role: is required", index), "messages");
+    }
+    std::optional<std::string> text = std::string();
+    if (m["content"].get(content) == simdjson::SUCCESS) {
+      text = content_text(content);
+    }
+    if (!text) {
+      return openai_error(400, "invalid_request_error",
+                          fmt::format("messages[{}].content: must be a string or parts", index),
+                          "messages");
+    }
+    if (role == "system" || role == "developer") {
+      if (!system_text.empty()) {
+        system_text += "\n";
+      }
+      system_text += *text;
+    } else if (role == "user") {
+      all.push_back(chat_message{chat_role::user, std::move(*text), {}, {}, {}});
+    } else if (role == "assistant") {
+      if (!text->empty()) {
+        all.push_back(chat_message{chat_role::assistant, std::move(*text), {}, {}, {}});
+      }
+    }
+    // Tool messages of the caller's own tools are not troupe's: its agent runs its tools
+    // server-side.
+    ++index;
+  }
+  if (all.empty() || all.back().role != chat_role::user || all.back().content.empty()) {
+    return openai_error(400, "invalid_request_error",
+                        "messages: the last message must be a non-empty user message",
+                        "messages");
+  }
+  in.objective = std::move(all.back().content);
+  all.pop_back();
+  if (in.objective.size() > max_message_bytes) {
+    return openai_error(400, "invalid_request_error",
+                        fmt::format("messages: the last message is over {} bytes",
+                                    max_message_bytes),
+                        "messages");
+  }
+  if (!system_text.empty()) {
+    in.objective = fmt::format("Instructions from the caller:\n{}\n\n{}", system_text,
+                               in.objective);
+  }
+  in.history = std::move(all);
+  return std::nullopt;
+}
+
+void write_usage(json_writer& w, const token_usage& u) {
+  w.key("usage").begin_object();
+  w.key("prompt_tokens").value(u.prompt_tokens);
+  w.key("completion_tokens").value(u.completion_tokens);
+  w.key("total_tokens").value(u.prompt_tokens + u.completion_tokens);
+  w.end_object();
+}
+
+/// The SSE chunks of one streamed completion, made from the run's journal. Candidate
+/// text is relayed as it arrives; a correction is marked (a blank line and a `troupe`
+/// field) and the accepted answer follows; text the stream has not shown yet (a
+/// `finish` answer, file links) is sent before the end.
+class chunk_translator {
+public:
+  chunk_translator(std::string id, std::string model, bool include_usage)
+      : id_(std::move(id)), model_(std::move(model)), include_usage_(include_usage),
+        created_(unix_seconds()) {}
+
+  std::string operator()(const journal_entry& e) {
+    if (e.event == "message") {
+      return message(e.data);
+    }
+    if (e.event == "done") {
+      return done(e.data);
+    }
+    return {};
+  }
+
+private:
+  std::string chunk(std::string_view content, bool correction = false) {
+    json_writer w;
+    begin(w);
+    w.key("choices").begin_array().begin_object().key("index").value(0);
+    w.key("delta").begin_object();
+    if (!role_sent_) {
+      w.key("role").value("assistant");
+      role_sent_ = true;
+    }
+    w.key("content").value(content).end_object();
+    w.key("logprobs").value(nullptr).key("finish_reason").value(nullptr).end_object().end_array();
+    if (correction) {
+      w.key("troupe").begin_object().key("correction").value(true).end_object();
+    }
+    w.end_object();
+    return "data: " + std::move(w).str() + "\n\n";
+  }
+
+  void begin(json_writer& w) {
+    w.begin_object().key("id").value(id_).key("object").value("chat.completion.chunk");
+    w.key("created").value(created_).key("model").value(model_);
+  }
+
+  std::string message(const std::string& data) {
+    simdjson::dom::element root;
+    simdjson::padded_string padded(data);
+    if (parser_.parse(padded).get(root) != simdjson::SUCCESS) {
+      return {};
+    }
+    std::string_view type;
+    if (root["type"].get_string().get(type) != simdjson::SUCCESS) {
+      return {};
+    }
+    if (type == "model.correction") {
+      corrected_ = true;
+      streamed_.clear();
+      return {};
+    }
+    std::string_view text;
+    if (type != "model.delta" || root["data"]["text"].get_string().get(text) != simdjson::SUCCESS) {
+      return {};
+    }
+    const bool mark = corrected_;
+    corrected_ = false;
+    streamed_ += text;
+    if (mark) {
+      return chunk("\n\n", true) + chunk(text);
+    }
+    return chunk(text);
+  }
+
+  std::string done(const std::string& data) {
+    simdjson::dom::element root;
+    simdjson::padded_string padded(data);
+    if (parser_.parse(padded).get(root) != simdjson::SUCCESS) {
+      return "data: [DONE]\n\n";
+    }
+    std::string_view status;
+    std::string_view content;
+    if (root["status"].get_string().get(status) != simdjson::SUCCESS) {
+      status = "failed";
+    }
+    if (root["content"].get_string().get(content) != simdjson::SUCCESS) {
+      content = {};
+    }
+    std::string out;
+    if (status != "succeeded") {
+      std::string_view error = "the run did not succeed";
+      if (root["error"].get_string().get(error) != simdjson::SUCCESS) {
+        error = "the run did not succeed";
+      }
+      json_writer w;
+      w.begin_object().key("error").begin_object().key("message").value(error);
+      w.key("type").value("run_failed").key("code").value(status).end_object().end_object();
+      out += "data: " + std::move(w).str() + "\n\n";
+      out += "data: [DONE]\n\n";
+      return out;
+    }
+    if (content.starts_with(streamed_)) {
+      const auto rest = content.substr(streamed_.size());
+      if (!rest.empty() || !role_sent_) {
+        out += chunk(rest);
+      }
+    } else {
+      out += chunk("\n\n", true);
+      out += chunk(content);
+    }
+    {
+      json_writer w;
+      begin(w);
+      w.key("choices").begin_array().begin_object().key("index").value(0);
+      w.key("delta").begin_object().end_object();
+      w.key("logprobs").value(nullptr).key("finish_reason").value("stop").end_object();
+      w.end_array().end_object();
+      out += "data: " + std::move(w).str() + "\n\n";
+    }
+    if (include_usage_) {
+      token_usage u;
+      std::uint64_t v = 0;
+      if (root["usage"]["prompt_tokens"].get_uint64().get(v) == simdjson::SUCCESS) {
+        u.prompt_tokens = v;
+      }
+      if (root["usage"]["completion_tokens"].get_uint64().get(v) == simdjson::SUCCESS) {
+        u.completion_tokens = v;
+      }
+      json_writer w;
+      begin(w);
+      w.key("choices").begin_array().end_array();
+      write_usage(w, u);
+      w.end_object();
+      out += "data: " + std::move(w).str() + "\n\n";
+    }
+    out += "data: [DONE]\n\n";
+    return out;
+  }
+
+  std::string id_;
+  std::string model_;
+  bool include_usage_ = false;
+  std::int64_t created_ = 0;
+  bool role_sent_ = false;
+  bool corrected_ = false;
+  std::string streamed_;
+  simdjson::dom::parser parser_;
+};
+
+asio::awaitable<http_response> completions(state_ptr state, request_context& ctx,
+                                           api_caller caller) {
+  if (!state->chat) {
+    co_return openai_error(503, "unavailable", "the chat service is not running");
+  }
+  completion_input in;
+  if (auto bad = parse_completion(ctx.request().body, in)) {
+    co_return std::move(*bad);
+  }
+  std::optional<http_response> answer;
+  auto agent = detail::chat_agent(*state, caller, in.model, answer);
+  if (!agent) {
+    if (answer && answer->status == 404) {
+      co_return openai_error(404, "model_not_found",
+                             fmt::format("the model '{}' does not exist (models are troupe "
+                                         "agent names; see GET /v1/models)",
+                                         in.model),
+                             "model");
+    }
+    co_return answer ? std::move(*answer) : detail::error_response(agent.error());
+  }
+  auto creating =
+      detail::new_conversation(state, caller, *agent, in.objective, std::move(in.history));
+  auto conversation = co_await std::move(creating);
+  if (!conversation) {
+    co_return detail::error_response(conversation.error());
+  }
+  const bool demo = detail::is_demo_agent(*state, *agent);
+  chat_submission submission;
+  submission.user_id = caller.user_id;
+  submission.conversation = *conversation;
+  submission.text = in.objective;
+  submission.final_data = [state, id = conversation->uuid, demo](const run_result& r) {
+    return detail::run_outcome_json(*state, id, demo, r);
+  };
+  auto submitting = state->chat->submit(std::move(submission));
+  auto run = co_await std::move(submitting);
+  if (!run) {
+    co_return detail::error_response(run.error());
+  }
+  const auto completion_id = "chatcmpl-" + run->run_id;
+  if (in.stream) {
+    auto stream = ctx.begin_sse({{"X-Troupe-Run-Id", run->run_id},
+                                 {"X-Troupe-Conversation-Id", run->conversation_id}});
+    auto translator =
+        std::make_shared<chunk_translator>(completion_id, agent->name, in.include_usage);
+    detail::stream_journal(
+        *state->system, run->journal, 0, stream,
+        [translator](const journal_entry& e) { return (*translator)(e); }, run->conversation,
+        run->run_id);
+    co_return http_response{};
+  }
+  const auto timeout = agent_from_record(*agent, "").value_or(agent_settings{}).timeout;
+  const auto limit = std::chrono::duration_cast<std::chrono::milliseconds>(timeout) +
+                     std::chrono::duration_cast<std::chrono::milliseconds>(chat_grace);
+  ctx.extend_deadline(limit);
+  auto waiting = ask<run_result>(*state->system, run->journal, limit, wait_atom::value);
+  auto result = co_await std::move(waiting);
+  if (!result) {
+    co_return openai_error(504, "timeout", result.error().message);
+  }
+  if (result->status != storage::run_status::succeeded) {
+    // 422, not 5xx: SDKs retry 5xx, and a retry would run the agent again.
+    co_return openai_error(422, "run_failed",
+                           fmt::format("run {} {}: {}", run->run_id,
+                                       storage::to_string(result->status), result->error));
+  }
+  json_writer w;
+  w.begin_object().key("id").value(completion_id).key("object").value("chat.completion");
+  w.key("created").value(unix_seconds()).key("model").value(agent->name);
+  w.key("choices").begin_array().begin_object().key("index").value(0);
+  w.key("message").begin_object().key("role").value("assistant");
+  w.key("content").value(result->text).key("refusal").value(nullptr).end_object();
+  w.key("logprobs").value(nullptr).key("finish_reason").value("stop").end_object().end_array();
+  write_usage(w, result->usage);
+  w.key("troupe").raw(detail::run_outcome_json(*state, run->conversation_id, demo, *result));
+  w.end_object();
+  co_return http_response::json(200, std::move(w).str());
+}
+
+} // namespace
+
+void add_openai_routes(net::router& routes, std::shared_ptr<api_state> state) {
+  using net::http_method;
+  routes.add(http_method::get, "/v1/models",
+             guard(state, api_access::chat,
+                   [state](request_context&, const api_caller& caller) {
+                     return list_models(state, caller);
+                   }));
+  routes.add(http_method::post, "/v1/chat/completions",
+             guard(state, api_access::chat,
+                   [state](request_context& ctx, const api_caller& caller) {
+                     return completions(state, ctx, caller);
+                   }));
+  add_preflight(routes, state, "/v1/models");
+  add_preflight(routes, state, "/v1/chat/completions");
+}
+
+} // namespace troupe::actors

@@ -1,0 +1,281 @@
+#include "troupe/actors/chat_service.hpp"
+
+#include <algorithm>
+
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
+#include <fmt/format.h>
+#include <simdjson.h>
+
+#include "troupe/actors/bridge.hpp"
+#include "troupe/net/provider_wire.hpp"
+#include "troupe/runtime/crypto.hpp"
+#include "troupe/runtime/log.hpp"
+#include "troupe/runtime/settings.hpp"
+#include "troupe/storage/repositories.hpp"
+
+namespace troupe::actors {
+
+namespace {
+
+namespace asio = boost::asio;
+
+// How long the registry and a conversation get to answer a submission.
+constexpr auto hand_over_timeout = std::chrono::seconds(10);
+// A conversation that passivated between the lookup and the hand-over is looked up
+// again; this many times at most.
+constexpr int hand_over_attempts = 50;
+
+expected<std::vector<std::string>> parse_tools(const std::string& json) {
+  simdjson::dom::parser parser;
+  simdjson::padded_string buffer(json.empty() ? std::string("[]") : json);
+  simdjson::dom::array tools;
+  if (parser.parse(buffer).get(tools) != simdjson::SUCCESS) {
+    return fail(errc::invalid_argument, "tools_json is not a JSON array");
+  }
+  std::vector<std::string> out;
+  for (auto t : tools) {
+    std::string_view name;
+    if (t.get_string().get(name) != simdjson::SUCCESS) {
+      return fail(errc::invalid_argument, "tools_json holds a non-string");
+    }
+    out.emplace_back(name);
+  }
+  return out;
+}
+
+std::vector<chat_message> history_of(const std::vector<storage::message_record>& rows,
+                                     std::size_t limit) {
+  std::vector<chat_message> out;
+  for (const auto& m : rows) {
+    // Tool rounds stay out of later prompts: their call/result pairs belong to their run.
+    if (!m.tool_calls_json.empty() || m.content.empty()) {
+      continue;
+    }
+    if (m.role == "user") {
+      out.push_back(chat_message{chat_role::user, m.content, {}, {}, {}});
+    } else if (m.role == "assistant") {
+      out.push_back(chat_message{chat_role::assistant, m.content, {}, {}, {}});
+    }
+  }
+  if (out.size() > limit) {
+    out.erase(out.begin(), out.end() - static_cast<std::ptrdiff_t>(limit));
+  }
+  return out;
+}
+
+} // namespace
+
+expected<agent_settings> agent_from_record(const storage::agent_record& a,
+                                           const std::string& provider_name) {
+  agent_settings s;
+  s.name = a.name;
+  s.provider = provider_name;
+  s.model = a.main_model;
+  s.fast_model = a.fast_model;
+  s.fallback_model = a.fallback_model;
+  s.system_prompt = a.system_prompt;
+  auto tools = parse_tools(a.tools_json);
+  if (!tools) {
+    return fail(errc::invalid_argument, fmt::format("agent '{}': {}", a.name,
+                                                    tools.error().message));
+  }
+  s.tools = std::move(*tools);
+  auto policy = parse_queue_policy(a.queue_policy);
+  if (!policy) {
+    return fail(errc::invalid_argument, fmt::format("agent '{}': {}", a.name,
+                                                    policy.error().message));
+  }
+  s.queue = *policy;
+  simdjson::dom::parser parser;
+  simdjson::padded_string buffer(a.limits_json.empty() ? std::string("{}") : a.limits_json);
+  simdjson::dom::object limits;
+  if (parser.parse(buffer).get(limits) == simdjson::SUCCESS) {
+    std::uint64_t v = 0;
+    if (limits["max_rounds"].get_uint64().get(v) == simdjson::SUCCESS && v > 0) {
+      s.max_rounds = static_cast<unsigned>(std::min<std::uint64_t>(v, 10'000));
+    }
+    if (limits["timeout_s"].get_uint64().get(v) == simdjson::SUCCESS && v > 0) {
+      s.timeout = std::chrono::seconds(std::min<std::uint64_t>(v, 7 * 24 * 3600));
+    }
+  }
+  return s;
+}
+
+chat_service::chat_service(caf::actor_system& system, chat_service_options options)
+    : system_(system), options_(std::move(options)),
+      directory_(std::make_shared<run_directory>()) {
+  options_.io.writer = options_.writer;
+  registry_ = std::make_unique<conversation_registry>(
+      system_,
+      [this](caf::actor_system& sys, const std::string& id) -> caf::actor {
+        auto made = make_conversation(sys, id);
+        if (!made) {
+          log::warn("conversation {} cannot start: {}", id, made.error().message);
+          return caf::actor{};
+        }
+        return *made;
+      },
+      options_.registry_shards);
+}
+
+chat_service::~chat_service() = default;
+
+void chat_service::stop() {
+  if (registry_) {
+    registry_->stop();
+  }
+}
+
+expected<caf::actor> chat_service::make_conversation(caf::actor_system& system,
+                                                     const std::string& id) {
+  auto& reads = *options_.reads;
+  auto conversation = reads.with(
+      [&](storage::connection& c) { return storage::find_conversation_by_uuid_any_owner(c, id); });
+  if (!conversation) {
+    return tl::unexpected(conversation.error());
+  }
+  auto agent = reads.with(
+      [&](storage::connection& c) { return storage::find_agent(c, conversation->agent_id); });
+  if (!agent) {
+    return tl::unexpected(agent.error());
+  }
+  if (!agent->provider_id) {
+    return fail(errc::invalid_argument, fmt::format("agent '{}' has no provider", agent->name));
+  }
+  auto provider = reads.with(
+      [&](storage::connection& c) { return storage::find_provider(c, *agent->provider_id); });
+  if (!provider) {
+    return tl::unexpected(provider.error());
+  }
+  auto settings = agent_from_record(*agent, provider->name);
+  if (!settings) {
+    return tl::unexpected(settings.error());
+  }
+  auto type = net::parse_provider_type(provider->kind);
+  if (!type) {
+    return fail(errc::invalid_argument,
+                fmt::format("provider '{}': {}", provider->name, type.error().message));
+  }
+  net::provider_config config;
+  config.type = *type;
+  config.base_url =
+      provider->base_url.empty() ? std::string(net::default_base_url(*type)) : provider->base_url;
+  const auto environment = environment_snapshot();
+  auto declared = std::find_if(options_.declared_providers.begin(),
+                               options_.declared_providers.end(),
+                               [&](const provider_settings& p) { return p.name == provider->name; });
+  if (declared != options_.declared_providers.end()) {
+    config.api_key = declared->resolve_api_key(environment);
+  }
+  if (config.api_key.empty() && !provider->api_key.empty()) {
+    config.api_key = provider->api_key;
+  }
+  if (config.api_key.empty() && !provider->api_key_ref.empty()) {
+    if (auto it = environment.find(provider->api_key_ref); it != environment.end()) {
+      config.api_key = it->second;
+    }
+  }
+  const auto limit = static_cast<std::int64_t>(options_.history_messages * 4 + 8);
+  auto messages = reads.with(
+      [&](storage::connection& c) { return storage::list_messages(c, conversation->id, limit); });
+  if (!messages) {
+    return tl::unexpected(messages.error());
+  }
+
+  conversation_spec spec;
+  spec.id = id;
+  spec.conversation_row = conversation->id;
+  spec.agent_row = agent->id;
+  spec.agent = std::move(*settings);
+  spec.provider = std::move(config);
+  spec.workspace = options_.data_dir / "workspaces" / id;
+  std::error_code ec;
+  std::filesystem::create_directories(spec.workspace, ec);
+  if (ec) {
+    return fail(errc::io_error, fmt::format("cannot create the workspace {}: {}",
+                                            spec.workspace.string(), ec.message()));
+  }
+  spec.tool_timeout = options_.tool_timeout;
+  spec.io = options_.io;
+  spec.history_limit = options_.history_messages;
+  spec.history = history_of(*messages, options_.history_messages);
+  spec.idle_ttl = options_.idle_ttl;
+  spec.owner_user = conversation->owner_user_id;
+  spec.files_dir = options_.data_dir / "files";
+  return spawn_conversation(system, std::move(spec));
+}
+
+asio::awaitable<expected<submitted_run>> chat_service::submit(chat_submission submission) {
+  submitted_run out;
+  out.run_id = new_uuid();
+  out.conversation_id = submission.conversation.uuid;
+  journal_options jo;
+  jo.run_id = out.run_id;
+  jo.conversation_id = out.conversation_id;
+  jo.retention = options_.retention;
+  jo.final_data = std::move(submission.final_data);
+  jo.directory = directory_;
+  out.journal = spawn_run_journal(system_, std::move(jo));
+  directory_->add(out.run_id, {out.journal, submission.user_id, out.conversation_id});
+
+  const auto& shard = registry_->shard_for(out.conversation_id);
+  std::string last_error = "no attempt made";
+  for (int attempt = 0; attempt < hand_over_attempts; ++attempt) {
+    auto looked_up =
+        ask<caf::actor>(system_, shard, hand_over_timeout, get_atom::value, out.conversation_id);
+    auto conversation = co_await std::move(looked_up);
+    if (!conversation || !*conversation) {
+      last_error = conversation ? "the conversation cannot be loaded (see the log)"
+                                : conversation.error().message;
+      break;
+    }
+    turn_request turn{submission.text, out.run_id, out.journal};
+    auto handed = ask<bool>(system_, *conversation, hand_over_timeout, send_atom::value,
+                            std::move(turn));
+    auto accepted = co_await std::move(handed);
+    if (accepted) {
+      caf::anon_send(out.journal, watch_atom::value, *conversation);
+      out.conversation = *conversation;
+      co_return out;
+    }
+    last_error = accepted.error().message;
+    if (accepted.error().code != errc::unavailable) {
+      break;
+    }
+    // The conversation passivated between lookup and hand-over: its shard forgets it
+    // as soon as it sees it gone; look again.
+    asio::steady_timer pause(co_await asio::this_coro::executor, std::chrono::milliseconds(2));
+    auto waited = pause.async_wait(asio::use_awaitable);
+    co_await std::move(waited);
+  }
+  caf::anon_send_exit(out.journal, caf::exit_reason::user_shutdown);
+  directory_->remove(out.run_id);
+  co_return fail(errc::unavailable,
+                 fmt::format("conversation {} did not take the message: {}", out.conversation_id,
+                             last_error));
+}
+
+std::optional<run_directory::entry> chat_service::find_run(const std::string& run_id) const {
+  return directory_->find(run_id);
+}
+
+asio::awaitable<expected<bool>> chat_service::cancel(const std::string& conversation_id,
+                                                     const std::string& run_id) {
+  const auto& shard = registry_->shard_for(conversation_id);
+  auto looked_up = ask<caf::actor>(system_, shard, hand_over_timeout, get_atom::value,
+                                   conversation_id);
+  auto conversation = co_await std::move(looked_up);
+  if (!conversation) {
+    co_return tl::unexpected(conversation.error());
+  }
+  if (!*conversation) {
+    co_return false;
+  }
+  auto asked =
+      ask<bool>(system_, *conversation, hand_over_timeout, cancel_atom::value, run_id);
+  co_return co_await std::move(asked);
+}
+
+} // namespace troupe::actors
