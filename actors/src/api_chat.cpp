@@ -122,17 +122,16 @@ expected<storage::agent_record> chat_agent(const api_state& state, const api_cal
     return found;
   }
   if (caller.agent_id && *caller.agent_id != found->id) {
-    answer = net::http_response::error(403, "forbidden",
-                                       "this token may only chat with its own agent");
+    answer =
+        net::http_response::error(403, "forbidden", "this token may only chat with its own agent");
     return fail(errc::permission_denied, "token scoped to another agent");
   }
   return found;
 }
 
 asio::awaitable<expected<storage::conversation_record>>
-new_conversation(std::shared_ptr<api_state> state, api_caller caller,
-                 storage::agent_record agent, std::string first_message,
-                 std::vector<chat_message> history) {
+new_conversation(std::shared_ptr<api_state> state, api_caller caller, storage::agent_record agent,
+                 std::string first_message, std::vector<chat_message> history) {
   storage::conversation_record c;
   c.uuid = new_uuid();
   c.owner_user_id = caller.user_id;
@@ -182,8 +181,8 @@ bool is_demo_agent(const api_state& state, const storage::agent_record& agent) {
   return state.demo && agent.main_model == demo_model_name;
 }
 
-std::string run_outcome_json(const api_state& state, const std::string& conversation_id,
-                             bool demo, const run_result& r) {
+std::string run_outcome_json(const api_state& state, const std::string& conversation_id, bool demo,
+                             const run_result& r) {
   const auto expires =
       unix_seconds() +
       std::chrono::duration_cast<std::chrono::seconds>(state.config.signed_link_ttl).count();
@@ -344,7 +343,8 @@ asio::awaitable<http_response> chat(state_ptr state, request_context& ctx, api_c
   if (!started) {
     co_return answer ? std::move(*answer) : detail::error_response(started.error());
   }
-  const auto agent_timeout = agent_from_record(started->agent, "").value_or(agent_settings{}).timeout;
+  const auto agent_timeout =
+      agent_from_record(started->agent, "").value_or(agent_settings{}).timeout;
   const auto limit = std::chrono::duration_cast<std::chrono::milliseconds>(agent_timeout) +
                      std::chrono::duration_cast<std::chrono::milliseconds>(chat_grace);
   ctx.extend_deadline(limit);
@@ -422,11 +422,12 @@ std::optional<found_run> own_run(const state_ptr& state, const api_caller& calle
   if (state->chat) {
     out.live = state->chat->find_run(run_id);
   }
-  auto row =
-      state->reads->with([&](storage::connection& c) { return storage::find_run_by_uuid(c, run_id); });
+  auto row = state->reads->with(
+      [&](storage::connection& c) { return storage::find_run_by_uuid(c, run_id); });
   if (row) {
-    auto conversation = state->reads->with(
-        [&](storage::connection& c) { return storage::find_conversation(c, row->conversation_id); });
+    auto conversation = state->reads->with([&](storage::connection& c) {
+      return storage::find_conversation(c, row->conversation_id);
+    });
     if (!conversation || conversation->owner_user_id != caller.user_id ||
         (caller.agent_id && *caller.agent_id != conversation->agent_id)) {
       return std::nullopt;
@@ -475,8 +476,8 @@ asio::awaitable<http_response> get_run(state_ptr state, request_context& ctx, ap
   std::string status = run->row ? std::string(storage::to_string(run->row->status)) : "queued";
   std::optional<run_status_view> view;
   if (run->live) {
-    auto asking = ask<run_status_view>(*state->system, run->live->journal,
-                                       std::chrono::seconds(5), get_atom::value);
+    auto asking = ask<run_status_view>(*state->system, run->live->journal, std::chrono::seconds(5),
+                                       get_atom::value);
     auto answered = co_await std::move(asking);
     if (answered) {
       view = std::move(*answered);
@@ -492,16 +493,15 @@ asio::awaitable<http_response> get_run(state_ptr state, request_context& ctx, ap
   if (view) {
     w.key("last_event_id").value(view->last_seq);
     if (view->result) {
-      w.key("result").raw(detail::run_outcome_json(*state, run->conversation_id, false,
-                                                   *view->result));
+      w.key("result").raw(
+          detail::run_outcome_json(*state, run->conversation_id, false, *view->result));
     }
   }
   w.end_object();
   co_return http_response::json(200, std::move(w).str());
 }
 
-asio::awaitable<http_response> run_steps(state_ptr state, request_context& ctx,
-                                         api_caller caller) {
+asio::awaitable<http_response> run_steps(state_ptr state, request_context& ctx, api_caller caller) {
   const std::string run_id(ctx.param("id"));
   auto run = own_run(state, caller, run_id);
   if (!run) {
@@ -509,8 +509,8 @@ asio::awaitable<http_response> run_steps(state_ptr state, request_context& ctx,
   }
   std::vector<storage::execution_step_record> steps;
   if (run->row) {
-    auto listed =
-        state->reads->with([&](storage::connection& c) { return storage::list_steps(c, run->row->id); });
+    auto listed = state->reads->with(
+        [&](storage::connection& c) { return storage::list_steps(c, run->row->id); });
     if (!listed) {
       co_return detail::error_response(listed.error());
     }
@@ -662,9 +662,8 @@ void add_chat_routes(net::router& routes, std::shared_ptr<api_state> state,
       add_preflight(routes, state, pattern);
     }
   };
-  add(http_method::post, "/api/v1/chat", [state](request_context& ctx, const api_caller& caller) {
-    return chat(state, ctx, caller);
-  });
+  add(http_method::post, "/api/v1/chat",
+      [state](request_context& ctx, const api_caller& caller) { return chat(state, ctx, caller); });
   add(http_method::post, "/api/v1/chat/stream",
       [state](request_context& ctx, const api_caller& caller) {
         return chat_stream(state, ctx, caller);

@@ -34,17 +34,16 @@ expected<storage::agent_record> chat_agent(const api_state& state, const api_cal
 /// Creates a conversation of `caller` with `agent`, titled after `first_message`, with
 /// `history` (user and assistant messages, oldest first) stored as its first messages.
 boost::asio::awaitable<expected<storage::conversation_record>>
-new_conversation(std::shared_ptr<api_state> state, api_caller caller,
-                 storage::agent_record agent, std::string first_message,
-                 std::vector<chat_message> history);
+new_conversation(std::shared_ptr<api_state> state, api_caller caller, storage::agent_record agent,
+                 std::string first_message, std::vector<chat_message> history);
 
 /// Whether answers of `agent` come from the scripted demo model.
 bool is_demo_agent(const api_state& state, const storage::agent_record& agent);
 
 /// The JSON of a run's outcome: run and conversation ids, status, content, error, usage,
 /// model, rounds, steps summary, files with signed download links, and the demo notice.
-std::string run_outcome_json(const api_state& state, const std::string& conversation_id,
-                             bool demo, const run_result& r);
+std::string run_outcome_json(const api_state& state, const std::string& conversation_id, bool demo,
+                             const run_result& r);
 
 /// Follows `journal` from after `after_seq`, writing what `translate` makes of each
 /// entry to `stream`; ends the stream with the journal's last entry. When the client

@@ -175,20 +175,18 @@ std::optional<http_response> parse_completion(std::string_view body, completion_
   }
   if (all.empty() || all.back().role != chat_role::user || all.back().content.empty()) {
     return openai_error(400, "invalid_request_error",
-                        "messages: the last message must be a non-empty user message",
-                        "messages");
+                        "messages: the last message must be a non-empty user message", "messages");
   }
   in.objective = std::move(all.back().content);
   all.pop_back();
   if (in.objective.size() > max_message_bytes) {
-    return openai_error(400, "invalid_request_error",
-                        fmt::format("messages: the last message is over {} bytes",
-                                    max_message_bytes),
-                        "messages");
+    return openai_error(
+        400, "invalid_request_error",
+        fmt::format("messages: the last message is over {} bytes", max_message_bytes), "messages");
   }
   if (!system_text.empty()) {
-    in.objective = fmt::format("Instructions from the caller:\n{}\n\n{}", system_text,
-                               in.objective);
+    in.objective =
+        fmt::format("Instructions from the caller:\n{}\n\n{}", system_text, in.objective);
   }
   in.history = std::move(all);
   return std::nullopt;
@@ -391,8 +389,8 @@ asio::awaitable<http_response> completions(state_ptr state, request_context& ctx
   }
   const auto completion_id = "chatcmpl-" + run->run_id;
   if (in.stream) {
-    auto stream = ctx.begin_sse({{"X-Troupe-Run-Id", run->run_id},
-                                 {"X-Troupe-Conversation-Id", run->conversation_id}});
+    auto stream = ctx.begin_sse(
+        {{"X-Troupe-Run-Id", run->run_id}, {"X-Troupe-Conversation-Id", run->conversation_id}});
     auto translator =
         std::make_shared<chunk_translator>(completion_id, agent->name, in.include_usage);
     detail::stream_journal(
@@ -434,15 +432,14 @@ asio::awaitable<http_response> completions(state_ptr state, request_context& ctx
 void add_openai_routes(net::router& routes, std::shared_ptr<api_state> state) {
   using net::http_method;
   routes.add(http_method::get, "/v1/models",
-             guard(state, api_access::chat,
-                   [state](request_context&, const api_caller& caller) {
-                     return list_models(state, caller);
-                   }));
-  routes.add(http_method::post, "/v1/chat/completions",
-             guard(state, api_access::chat,
-                   [state](request_context& ctx, const api_caller& caller) {
-                     return completions(state, ctx, caller);
-                   }));
+             guard(state, api_access::chat, [state](request_context&, const api_caller& caller) {
+               return list_models(state, caller);
+             }));
+  routes.add(
+      http_method::post, "/v1/chat/completions",
+      guard(state, api_access::chat, [state](request_context& ctx, const api_caller& caller) {
+        return completions(state, ctx, caller);
+      }));
   add_preflight(routes, state, "/v1/models");
   add_preflight(routes, state, "/v1/chat/completions");
 }

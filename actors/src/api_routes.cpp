@@ -287,7 +287,19 @@ asio::awaitable<http_response> create_token(state_ptr state, request_context& ct
     }
     t.user_id = **user;
   }
-  if (auto agent = body.integer("agent_id", true)) {
+  // The agent: its public id (as the agents routes show it), its name, or its row number.
+  if (auto agent_element = body.element("agent_id"); agent_element && agent_element->is_string()) {
+    const std::string key(agent_element->get_string().value_unsafe());
+    auto agent = read(state, [&](auto& c) { return storage::find_agent_by_uuid(c, key); });
+    if (!agent) {
+      agent = read(state, [&](auto& c) { return storage::find_agent_by_name(c, key); });
+    }
+    if (agent) {
+      t.agent_id = agent->id;
+    } else {
+      body.invalid("agent_id", "no such agent");
+    }
+  } else if (auto agent = body.integer("agent_id", true)) {
     t.agent_id = *agent;
   }
   if (body.ok()) {

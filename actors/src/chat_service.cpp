@@ -78,14 +78,14 @@ expected<agent_settings> agent_from_record(const storage::agent_record& a,
   s.system_prompt = a.system_prompt;
   auto tools = parse_tools(a.tools_json);
   if (!tools) {
-    return fail(errc::invalid_argument, fmt::format("agent '{}': {}", a.name,
-                                                    tools.error().message));
+    return fail(errc::invalid_argument,
+                fmt::format("agent '{}': {}", a.name, tools.error().message));
   }
   s.tools = std::move(*tools);
   auto policy = parse_queue_policy(a.queue_policy);
   if (!policy) {
-    return fail(errc::invalid_argument, fmt::format("agent '{}': {}", a.name,
-                                                    policy.error().message));
+    return fail(errc::invalid_argument,
+                fmt::format("agent '{}': {}", a.name, policy.error().message));
   }
   s.queue = *policy;
   simdjson::dom::parser parser;
@@ -104,8 +104,7 @@ expected<agent_settings> agent_from_record(const storage::agent_record& a,
 }
 
 chat_service::chat_service(caf::actor_system& system, chat_service_options options)
-    : system_(system), options_(std::move(options)),
-      directory_(std::make_shared<run_directory>()) {
+    : system_(system), options_(std::move(options)), directory_(std::make_shared<run_directory>()) {
   options_.io.writer = options_.writer;
   registry_ = std::make_unique<conversation_registry>(
       system_,
@@ -163,9 +162,9 @@ expected<caf::actor> chat_service::make_conversation(caf::actor_system& system,
   config.base_url =
       provider->base_url.empty() ? std::string(net::default_base_url(*type)) : provider->base_url;
   const auto environment = environment_snapshot();
-  auto declared = std::find_if(options_.declared_providers.begin(),
-                               options_.declared_providers.end(),
-                               [&](const provider_settings& p) { return p.name == provider->name; });
+  auto declared =
+      std::find_if(options_.declared_providers.begin(), options_.declared_providers.end(),
+                   [&](const provider_settings& p) { return p.name == provider->name; });
   if (declared != options_.declared_providers.end()) {
     config.api_key = declared->resolve_api_key(environment);
   }
@@ -232,8 +231,8 @@ asio::awaitable<expected<submitted_run>> chat_service::submit(chat_submission su
       break;
     }
     turn_request turn{submission.text, out.run_id, out.journal};
-    auto handed = ask<bool>(system_, *conversation, hand_over_timeout, send_atom::value,
-                            std::move(turn));
+    auto handed =
+        ask<bool>(system_, *conversation, hand_over_timeout, send_atom::value, std::move(turn));
     auto accepted = co_await std::move(handed);
     if (accepted) {
       caf::anon_send(out.journal, watch_atom::value, *conversation);
@@ -252,9 +251,8 @@ asio::awaitable<expected<submitted_run>> chat_service::submit(chat_submission su
   }
   caf::anon_send_exit(out.journal, caf::exit_reason::user_shutdown);
   directory_->remove(out.run_id);
-  co_return fail(errc::unavailable,
-                 fmt::format("conversation {} did not take the message: {}", out.conversation_id,
-                             last_error));
+  co_return fail(errc::unavailable, fmt::format("conversation {} did not take the message: {}",
+                                                out.conversation_id, last_error));
 }
 
 std::optional<run_directory::entry> chat_service::find_run(const std::string& run_id) const {
@@ -264,8 +262,8 @@ std::optional<run_directory::entry> chat_service::find_run(const std::string& ru
 asio::awaitable<expected<bool>> chat_service::cancel(const std::string& conversation_id,
                                                      const std::string& run_id) {
   const auto& shard = registry_->shard_for(conversation_id);
-  auto looked_up = ask<caf::actor>(system_, shard, hand_over_timeout, get_atom::value,
-                                   conversation_id);
+  auto looked_up =
+      ask<caf::actor>(system_, shard, hand_over_timeout, get_atom::value, conversation_id);
   auto conversation = co_await std::move(looked_up);
   if (!conversation) {
     co_return tl::unexpected(conversation.error());
@@ -273,8 +271,7 @@ asio::awaitable<expected<bool>> chat_service::cancel(const std::string& conversa
   if (!*conversation) {
     co_return false;
   }
-  auto asked =
-      ask<bool>(system_, *conversation, hand_over_timeout, cancel_atom::value, run_id);
+  auto asked = ask<bool>(system_, *conversation, hand_over_timeout, cancel_atom::value, run_id);
   co_return co_await std::move(asked);
 }
 

@@ -11,9 +11,9 @@
 #include "troupe/actors/run_journal.hpp"
 #include "troupe/runtime/crypto.hpp"
 #include "troupe/storage/file_store.hpp"
-#include "troupe/tools/workspace.hpp"
 #include "troupe/storage/repositories.hpp"
 #include "troupe/storage/write_op.hpp"
+#include "troupe/tools/workspace.hpp"
 
 namespace troupe::actors {
 
@@ -108,9 +108,8 @@ void store_artifacts(conversation_actor* self, run_result result) {
     auto bytes = relative ? ws->read_file(*relative, max_artifact_bytes)
                           : expected<std::string>(tl::unexpected(relative.error()));
     if (!bytes) {
-      result.steps.push_back(
-          run_step{"files", "store_artifact", "failed",
-                   fmt::format("{}: {}", a.path, bytes.error().message)});
+      result.steps.push_back(run_step{"files", "store_artifact", "failed",
+                                      fmt::format("{}: {}", a.path, bytes.error().message)});
       continue;
     }
     auto stored = storage::store_file_bytes(st.spec.files_dir, *bytes);
@@ -178,8 +177,8 @@ void store_artifacts(conversation_actor* self, run_result result) {
             for (auto& a : shared->artifacts) {
               a.file_id.clear();
             }
-            shared->steps.push_back(run_step{"files", "store_artifact", "failed",
-                                             from_caf_error(e).message});
+            shared->steps.push_back(
+                run_step{"files", "store_artifact", "failed", from_caf_error(e).message});
             end_turn(self, std::move(*shared));
           });
 }
@@ -320,10 +319,9 @@ caf::behavior conversation_behavior(conversation_actor* self, conversation_spec 
   self->state.spec = std::move(spec);
   self->state.history = std::move(self->state.spec.history);
   if (self->state.history.size() > self->state.spec.history_limit) {
-    self->state.history.erase(
-        self->state.history.begin(),
-        self->state.history.end() -
-            static_cast<std::ptrdiff_t>(self->state.spec.history_limit));
+    self->state.history.erase(self->state.history.begin(),
+                              self->state.history.end() -
+                                  static_cast<std::ptrdiff_t>(self->state.spec.history_limit));
   }
   schedule_idle(self);
   // Told to exit (shutdown): cancel the active run, so it ends now rather than at its

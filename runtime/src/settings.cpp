@@ -244,8 +244,8 @@ const std::vector<setting_spec>& specs() {
         std::size_t{1'000'000}));
     t.push_back(millis_spec(
         "actors.conversation_idle_ms", "idle time after which a conversation leaves memory",
-        [](settings& s) -> std::chrono::milliseconds& { return s.actors.conversation_idle; },
-        1'000, 86'400'000));
+        [](settings& s) -> std::chrono::milliseconds& { return s.actors.conversation_idle; }, 1'000,
+        86'400'000));
     t.push_back(integer_spec<std::size_t>(
         "actors.history_messages", "earlier messages of a conversation given to each run",
         [](settings& s) -> std::size_t& { return s.actors.history_messages; }, std::size_t{0},

@@ -49,5 +49,4 @@ expected<std::string> store_file_bytes(const std::filesystem::path& dir, std::st
   return name;
 }
 
-
 } // namespace troupe::storage

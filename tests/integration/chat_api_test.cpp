@@ -1,0 +1,416 @@
+// The chat surface over loopback with the real `troupe serve` binary and a scripted
+// mock-llm: blocking and streamed chat, durable runs with replay, cancellation, the
+// OpenAI-compatible endpoint, the authorization matrix of the chat routes, and that a
+// client leaving a stream leaks nothing.
+
+#include <csignal>
+#include <regex>
+#include <thread>
+
+#include <catch2/catch.hpp>
+
+#include "net/mock_llm_fixture.hpp"
+#include "support/api_server.hpp"
+#include "support/raw_http.hpp"
+#include "troupe/net/mock_llm_server.hpp"
+
+using namespace troupe::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+std::string slow_words() {
+  std::string out;
+  for (int i = 1; i <= 60; ++i) {
+    out += (i > 1 ? " w" : "w") + std::to_string(i);
+  }
+  return out;
+}
+
+// The script: "make a file" writes report.csv then answers; "slow" streams 60 words 30 ms
+// apart; anything else gets mock-llm's default text.
+troupe::net::mock_llm_options scripted_mock() {
+  const auto script = R"([
+    {"match": {"user": "make a file", "has_tool_result": false},
+     "reply": {"tool_calls": [{"name": "write",
+               "arguments": {"path": "report.csv", "content": "region,total\nnorth,3\n"}}]}},
+    {"match": {"user": "make a file", "has_tool_result": true},
+     "reply": {"text": "Wrote report.csv with the totals."}},
+    {"match": {"user": "slow"}, "reply": {"text": ")" +
+                      slow_words() + R"("}, "token_delay_ms": 30}
+  ])";
+  troupe::net::mock_llm_options o;
+  auto rules = troupe::net::parse_mock_script(script);
+  REQUIRE(rules);
+  o.rules = std::move(*rules);
+  return o;
+}
+
+std::string catalog(const mock_llm_fixture& mock) {
+  return "[actors]\nconversation_idle_ms = 1000\n"
+         "[server]\nsse_ping_interval_ms = 200\n"
+         "[[providers]]\nname = \"mock\"\ntype = \"openai-compatible\"\nbase_url = \"" +
+         mock.base_url() +
+         "\"\n"
+         "[[agents]]\nname = \"worker\"\nprovider = \"mock\"\nmodel = \"mock-llm\"\n"
+         "tools = [\"write\", \"read\", \"finish\"]\ntimeout_s = 60\n"
+         "[[agents]]\nname = \"other\"\nprovider = \"mock\"\nmodel = \"mock-llm\"\n";
+}
+
+const std::string fast_retention = "run_retention_ms = 300\nrate_per_second = 1000\n"
+                                   "rate_burst = 1000\n";
+
+// The `id:`s and `event:`s of an SSE body, in order.
+struct sse_trace {
+  std::vector<std::uint64_t> ids;
+  std::vector<std::string> events;
+  std::vector<std::string> data;
+};
+
+sse_trace parse_sse(const std::string& text) {
+  sse_trace t;
+  std::string event;
+  std::string id;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    auto end = text.find('\n', at);
+    if (end == std::string::npos) {
+      break;
+    }
+    std::string line = text.substr(at, end - at);
+    at = end + 1;
+    if (!line.empty() && line.back() == '\r') {
+      line.pop_back();
+    }
+    if (line.starts_with("event: ")) {
+      event = line.substr(7);
+    } else if (line.starts_with("id: ")) {
+      id = line.substr(4);
+    } else if (line.starts_with("data: ")) {
+      t.events.push_back(event);
+      t.ids.push_back(id.empty() ? 0 : std::stoull(id));
+      t.data.push_back(line.substr(6));
+      event.clear();
+      id.clear();
+    }
+  }
+  return t;
+}
+
+// The value of a Prometheus sample line `name value` (no labels).
+double metric(const std::string& body, const std::string& name) {
+  const std::regex pattern("\n" + name + " ([0-9.e+]+)");
+  std::smatch m;
+  return std::regex_search(body, m, pattern) ? std::stod(m[1].str()) : -1;
+}
+
+std::string sse_request(std::string_view method, std::string_view target,
+                        const std::string& token, std::string_view body,
+                        std::string extra = {}) {
+  std::string r = std::string(method) + " " + std::string(target) +
+                  " HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + token +
+                  "\r\nAccept: text/event-stream\r\n" + extra;
+  if (!body.empty()) {
+    r += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
+         "\r\n";
+  }
+  return r + "\r\n" + std::string(body);
+}
+
+} // namespace
+
+TEST_CASE("POST /api/v1/chat runs the agent with its tools and returns files with links",
+          "[integration][chat]") {
+  mock_llm_fixture mock(scripted_mock());
+  api_server s(fast_retention, catalog(mock));
+  REQUIRE(s.port() != 0);
+
+  const auto answer =
+      s.call("POST", "/api/v1/chat", s.admin(), R"({"agent":"worker","message":"make a file"})");
+  REQUIRE(status_of(answer) == 200);
+  const auto body = body_of(answer);
+  CHECK(json_field(body, "status") == "succeeded");
+  CHECK_THAT(body, Catch::Contains("Wrote report.csv with the totals."));
+  CHECK_THAT(body, Catch::Contains(R"("name":"write","status":"success")"));
+  CHECK_THAT(body, Catch::Contains(R"("prompt_tokens":)"));
+  CHECK_THAT(body, Catch::Contains(R"("demo":false)"));
+  CHECK(json_field(body, "llm_calls") == "2");
+  // The artifact is a stored file, downloadable through its signed link without a token.
+  const auto link = json_field(body, "download_url");
+  REQUIRE_FALSE(link.empty());
+  const auto file = s.call("GET", link, "");
+  CHECK(status_of(file) == 200);
+  CHECK(body_of(file) == "region,total\nnorth,3\n");
+  CHECK_THAT(header_value(file, "Content-Type"), Catch::Contains("text/csv"));
+  // And it is the run's file in the owner's file list.
+  CHECK_THAT(body_of(s.call("GET", "/api/v1/files", s.admin())), Catch::Contains("report.csv"));
+
+  // The conversation goes on: a second message sees the first exchange as history.
+  const auto conversation = json_field(body, "conversation_id");
+  const auto again = s.call("POST", "/api/v1/chat", s.admin(),
+                            R"({"message":"and now?","conversation_id":")" + conversation +
+                                R"("})");
+  REQUIRE(status_of(again) == 200);
+  CHECK(json_field(body_of(again), "conversation_id") == conversation);
+  const auto messages =
+      s.call("GET", "/api/v1/conversations/" + conversation + "/messages", s.admin());
+  CHECK_THAT(body_of(messages), Catch::Contains("and now?") && Catch::Contains("make a file"));
+  // Steps of the run are listed.
+  const auto steps = s.call("GET", "/api/v1/runs/" + json_field(body, "run_id") + "/steps",
+                            s.admin());
+  CHECK(status_of(steps) == 200);
+  CHECK_THAT(body_of(steps), Catch::Contains("validate_pre_final"));
+}
+
+TEST_CASE("chat requests are validated and authorized", "[integration][chat]") {
+  mock_llm_fixture mock(scripted_mock());
+  api_server s(fast_retention, catalog(mock));
+  REQUIRE(s.port() != 0);
+  const auto alice = s.user_token("alice");
+  const auto bob = s.user_token("bob");
+
+  SECTION("bad bodies name the field") {
+    auto r = s.call("POST", "/api/v1/chat", alice, R"({"agent":"worker"})");
+    CHECK(status_of(r) == 400);
+    CHECK_THAT(body_of(r), Catch::Contains("message"));
+    r = s.call("POST", "/api/v1/chat", alice, R"({"agent":"worker","message":"x","colour":1})");
+    CHECK(status_of(r) == 400);
+    CHECK_THAT(body_of(r), Catch::Contains("colour"));
+    r = s.call("POST", "/api/v1/chat", alice, R"({"agent":"worker","message":)");
+    CHECK(status_of(r) == 400);
+    CHECK(status_of(s.call("POST", "/api/v1/chat", alice, R"({"agent":"nobody","message":"x"})")) ==
+          404);
+    CHECK(status_of(s.call("POST", "/api/v1/chat", "", R"({"agent":"worker","message":"x"})")) ==
+          401);
+  }
+  SECTION("another user's conversation and runs are 404; an agent-scoped token is held to its "
+          "agent") {
+    const auto mine =
+        s.call("POST", "/api/v1/chat", alice, R"({"agent":"worker","message":"hello"})");
+    REQUIRE(status_of(mine) == 200);
+    const auto conversation = json_field(body_of(mine), "conversation_id");
+    const auto run = json_field(body_of(mine), "run_id");
+    CHECK(status_of(s.call("POST", "/api/v1/chat", bob,
+                           R"({"message":"hi","conversation_id":")" + conversation + R"("})")) ==
+          404);
+    CHECK(status_of(s.call("GET", "/api/v1/runs/" + run, bob)) == 404);
+    CHECK(status_of(s.call("GET", "/api/v1/runs/" + run + "/events", bob)) == 404);
+    CHECK(status_of(s.call("DELETE", "/api/v1/runs/" + run, bob)) == 404);
+    CHECK(status_of(s.call("GET", "/api/v1/runs/" + run, alice)) == 200);
+    // An ended run cannot be cancelled.
+    CHECK(status_of(s.call("DELETE", "/api/v1/runs/" + run, alice)) == 409);
+
+    const auto scoped = s.user_token("carol", "agent", R"("worker")");
+    CHECK(status_of(s.call("POST", "/api/v1/chat", scoped, R"({"message":"hi"})")) == 200);
+    CHECK(status_of(s.call("POST", "/api/v1/chat", scoped,
+                           R"({"agent":"other","message":"hi"})")) == 403);
+    CHECK(status_of(s.call("GET", "/api/v1/conversations", scoped)) == 403);
+    const auto models = s.call("GET", "/v1/models", scoped);
+    CHECK(status_of(models) == 200);
+    CHECK_THAT(body_of(models), Catch::Contains(R"("id":"worker")") &&
+                                    !Catch::Contains(R"("id":"other")"));
+  }
+}
+
+TEST_CASE("POST /api/v1/chat/stream streams candidate text, then done and [DONE]",
+          "[integration][chat]") {
+  mock_llm_fixture mock(scripted_mock());
+  api_server s(fast_retention, catalog(mock));
+  REQUIRE(s.port() != 0);
+  raw_client c(s.port());
+  c.send(sse_request("POST", "/api/v1/chat/stream", s.admin(),
+                     R"({"agent":"worker","message":"make a file"})"));
+  const auto text = c.read_until("data: [DONE]", 20s);
+  REQUIRE_THAT(text, Catch::Contains("text/event-stream"));
+  // The first thing on the stream is a ping.
+  const auto head_end = text.find("\r\n\r\n");
+  REQUIRE(head_end != std::string::npos);
+  CHECK_THAT(text.substr(head_end, 40), Catch::Contains(": ping"));
+  const auto trace = parse_sse(text);
+  REQUIRE(trace.events.size() > 4);
+  // Ids count up from 1 without gaps.
+  for (std::size_t i = 0; i < trace.ids.size(); ++i) {
+    CHECK(trace.ids[i] == i + 1);
+  }
+  CHECK(trace.events.front() == "run");
+  CHECK(std::count(trace.events.begin(), trace.events.end(), "message") > 0);
+  CHECK(std::count(trace.events.begin(), trace.events.end(), "step") >= 2);
+  CHECK(std::count(trace.events.begin(), trace.events.end(), "harness") >= 1);
+  for (std::size_t i = 0; i < trace.events.size(); ++i) {
+    if (trace.events[i] == "message" &&
+        trace.data[i].find("model.delta") != std::string::npos) {
+      CHECK_THAT(trace.data[i], Catch::Contains(R"("candidate":true)"));
+    }
+  }
+  REQUIRE(trace.events.size() >= 2);
+  CHECK(trace.events[trace.events.size() - 2] == "done");
+  CHECK_THAT(trace.data[trace.data.size() - 2],
+             Catch::Contains("Wrote report.csv") && Catch::Contains("download_url") &&
+                 Catch::Contains(R"("usage")") && Catch::Contains(R"("steps")"));
+  CHECK(trace.data.back() == "[DONE]");
+}
+
+TEST_CASE("a durable run survives its client and replays every event in order",
+          "[integration][chat]") {
+  mock_llm_fixture mock(scripted_mock());
+  api_server s(fast_retention, catalog(mock));
+  REQUIRE(s.port() != 0);
+  const auto created =
+      s.call("POST", "/api/v1/runs", s.admin(), R"({"agent":"worker","message":"slow please"})");
+  REQUIRE(status_of(created) == 202);
+  const auto run = json_field(body_of(created), "run_id");
+  REQUIRE_FALSE(run.empty());
+
+  std::string partial;
+  {
+    // A follower reads a few deltas and leaves mid-run.
+    raw_client c(s.port());
+    c.send(sse_request("GET", "/api/v1/runs/" + run + "/events", s.admin(), {}));
+    partial = c.read_until("w3", 10s);
+  }
+  CHECK_THAT(partial, Catch::Contains("model.delta"));
+  CHECK_THAT(partial, !Catch::Contains("[DONE]"));
+  // A second follower arriving mid-run replays from the start and follows live.
+  raw_client live(s.port());
+  live.send(sse_request("GET", "/api/v1/runs/" + run + "/events", s.admin(), {}));
+  const auto followed = parse_sse(live.read_until("data: [DONE]", 20s));
+  REQUIRE_FALSE(followed.ids.empty());
+  for (std::size_t i = 0; i < followed.ids.size(); ++i) {
+    CHECK(followed.ids[i] == i + 1);
+  }
+  CHECK(followed.data.back() == "[DONE]");
+  CHECK_THAT(followed.data[followed.data.size() - 2], Catch::Contains("w60"));
+
+  const auto status = s.call("GET", "/api/v1/runs/" + run, s.admin());
+  CHECK(json_field(body_of(status), "status") == "succeeded");
+
+  // Last-Event-ID resumes after that event.
+  raw_client resumed(s.port());
+  resumed.send(
+      sse_request("GET", "/api/v1/runs/" + run + "/events", s.admin(), {}, "Last-Event-ID: 5\r\n"));
+  const auto rest = parse_sse(resumed.read_until("data: [DONE]", 10s));
+  REQUIRE_FALSE(rest.ids.empty());
+  CHECK(rest.ids.front() == 6);
+  CHECK(rest.ids.size() == followed.ids.size() - 5);
+
+  // After the retention the journal is gone; replay then comes from SQLite.
+  std::this_thread::sleep_for(600ms);
+  raw_client stored(s.port());
+  stored.send(sse_request("GET", "/api/v1/runs/" + run + "/events", s.admin(), {}));
+  const auto replay = stored.read_until("data: [DONE]", 10s);
+  CHECK_THAT(replay, Catch::Contains(R"("replayed_from":"database")") && Catch::Contains("w60"));
+}
+
+TEST_CASE("DELETE /api/v1/runs/{id} cancels a run mid-stream", "[integration][chat]") {
+  mock_llm_fixture mock(scripted_mock());
+  api_server s(fast_retention, catalog(mock));
+  REQUIRE(s.port() != 0);
+  const auto created =
+      s.call("POST", "/api/v1/runs", s.admin(), R"({"agent":"worker","message":"slow"})");
+  REQUIRE(status_of(created) == 202);
+  const auto run = json_field(body_of(created), "run_id");
+  raw_client follower(s.port());
+  follower.send(sse_request("GET", "/api/v1/runs/" + run + "/events", s.admin(), {}));
+  follower.read_until("w2", 10s);
+  const auto cancelled = s.call("DELETE", "/api/v1/runs/" + run, s.admin());
+  CHECK(status_of(cancelled) == 202);
+  const auto trace = parse_sse(follower.read_until("data: [DONE]", 10s));
+  REQUIRE(trace.data.size() >= 2);
+  CHECK_THAT(trace.data[trace.data.size() - 2], Catch::Contains(R"("status":"cancelled")"));
+  CHECK_THAT(trace.data[trace.data.size() - 2], !Catch::Contains("w60"));
+  CHECK(json_field(body_of(s.call("GET", "/api/v1/runs/" + run, s.admin())), "status") ==
+        "cancelled");
+}
+
+TEST_CASE("a client leaving /chat/stream mid-run leaks no actor and no stream",
+          "[integration][chat]") {
+  mock_llm_fixture mock(scripted_mock());
+  api_server s(fast_retention + "open_metrics = true\n", catalog(mock));
+  REQUIRE(s.port() != 0);
+  // Warm up: one whole run, so lazily created parts exist, then wait for it to settle.
+  REQUIRE(status_of(s.call("POST", "/api/v1/chat", s.admin(),
+                           R"({"agent":"worker","message":"warm up"})")) == 200);
+  auto sample = [&] { return body_of(s.call("GET", "/metrics", "")); };
+  // The warm-up's conversation passivates after 1 s and its journal goes after 0.3 s.
+  std::this_thread::sleep_for(1800ms);
+  const double baseline_actors = metric(sample(), "troupe_actors_live");
+  const double baseline_streams = metric(sample(), "troupe_http_open_streams");
+  REQUIRE(baseline_actors > 0);
+
+  std::string run;
+  {
+    raw_client c(s.port());
+    c.send(sse_request("POST", "/api/v1/chat/stream", s.admin(),
+                       R"({"agent":"worker","message":"slow"})"));
+    const auto head = c.read_until("w2", 10s);
+    run = header_value(head, "X-Troupe-Run-Id");
+    REQUIRE_FALSE(run.empty());
+    CHECK(metric(sample(), "troupe_http_open_streams") == baseline_streams + 1);
+  } // the client leaves
+
+  // The run is cancelled, and actors and streams come back to the baseline.
+  double actors = -1;
+  double streams = -1;
+  for (int i = 0; i < 100; ++i) {
+    std::this_thread::sleep_for(100ms);
+    const auto m = sample();
+    actors = metric(m, "troupe_actors_live");
+    streams = metric(m, "troupe_http_open_streams");
+    if (actors == baseline_actors && streams == baseline_streams) {
+      break;
+    }
+  }
+  CHECK(actors == baseline_actors);
+  CHECK(streams == baseline_streams);
+  const auto status = s.call("GET", "/api/v1/runs/" + run, s.admin());
+  CHECK(json_field(body_of(status), "status") == "cancelled");
+}
+
+TEST_CASE("the OpenAI-compatible endpoint answers whole and streamed completions",
+          "[integration][chat][openai]") {
+  mock_llm_fixture mock(scripted_mock());
+  api_server s(fast_retention, catalog(mock));
+  REQUIRE(s.port() != 0);
+
+  const auto models = s.call("GET", "/v1/models", s.admin());
+  CHECK(status_of(models) == 200);
+  CHECK_THAT(body_of(models), Catch::Contains(R"("object":"list")") &&
+                                  Catch::Contains(R"("id":"worker")"));
+
+  const auto whole =
+      s.call("POST", "/v1/chat/completions", s.admin(),
+             R"({"model":"worker","messages":[{"role":"system","content":"be brief"},)"
+             R"({"role":"user","content":"make a file"}],"temperature":0.2})");
+  REQUIRE(status_of(whole) == 200);
+  CHECK(json_field(body_of(whole), "object") == "chat.completion");
+  CHECK(json_field(body_of(whole), "finish_reason") == "stop");
+  CHECK_THAT(body_of(whole), Catch::Contains("Wrote report.csv") &&
+                                 Catch::Contains(R"("total_tokens":)"));
+
+  raw_client c(s.port());
+  c.send(sse_request("POST", "/v1/chat/completions", s.admin(),
+                     R"({"model":"worker","stream":true,"stream_options":{"include_usage":true},)"
+                     R"("messages":[{"role":"user","content":[{"type":"text","text":"make a file"}]}]})"));
+  const auto streamed = parse_sse(c.read_until("data: [DONE]", 20s));
+  REQUIRE(streamed.data.size() >= 3);
+  CHECK(streamed.data.back() == "[DONE]");
+  std::string content;
+  const std::regex piece(R"re("content":"([^"]*)")re");
+  for (const auto& d : streamed.data) {
+    std::smatch m;
+    if (std::regex_search(d, m, piece)) {
+      content += m[1].str();
+    }
+  }
+  CHECK_THAT(content, Catch::Contains("Wrote report.csv with the totals."));
+  CHECK_THAT(streamed.data[streamed.data.size() - 2], Catch::Contains(R"("usage")"));
+  CHECK_THAT(streamed.data.front(), Catch::Contains(R"("role":"assistant")"));
+
+  const auto unknown = s.call("POST", "/v1/chat/completions", s.admin(),
+                              R"({"model":"nope","messages":[{"role":"user","content":"x"}]})");
+  CHECK(status_of(unknown) == 404);
+  CHECK_THAT(body_of(unknown), Catch::Contains("model_not_found"));
+  const auto no_user = s.call("POST", "/v1/chat/completions", s.admin(),
+                              R"({"model":"worker","messages":[{"role":"system","content":"x"}]})");
+  CHECK(status_of(no_user) == 400);
+}
