@@ -23,7 +23,7 @@ APT_PACKAGES := build-essential cmake pkg-config ccache clang-format \
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps configure build run test asan bench format format-check check clean
+.PHONY: deps npm-deps configure build run test asan bench format format-check check clean
 
 ## deps: install the Debian packages that are missing (skips apt when all are present)
 deps:
@@ -36,6 +36,16 @@ deps:
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
 
+## npm-deps: the npm packages tests use (the official openai client), from the registry
+## with the committed lock file. npm itself comes with nodesource's nodejs, or from
+## Debian's npm package when missing.
+OPENAI_CLIENT_DIR := tests/openai-client
+npm-deps: deps
+	@command -v npm >/dev/null || { $(SUDO) apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends npm; }
+	@[ $(OPENAI_CLIENT_DIR)/node_modules/.package-lock.json -nt $(OPENAI_CLIENT_DIR)/package-lock.json ] || \
+	  npm ci --prefix $(OPENAI_CLIENT_DIR) --no-audit --no-fund --loglevel=error
+
 configure: deps
 	@[ -f $(BUILD_DIR)/CMakeCache.txt ] || cmake --preset $(PRESET)
 
@@ -47,7 +57,7 @@ run: build
 	$(TROUPE) serve
 
 ## test: build and run every test (CI runs this)
-test: build
+test: build npm-deps
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600 $(CTEST_ARGS)
 
 ## asan: build with AddressSanitizer + UBSan and run every test
