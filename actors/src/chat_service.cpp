@@ -125,6 +125,10 @@ void chat_service::stop() {
   if (registry_) {
     registry_->stop();
   }
+  // Journals wait out their retention otherwise, and the actor system waits for them.
+  for (const auto& journal : directory_->journals()) {
+    caf::anon_send_exit(journal, caf::exit_reason::user_shutdown);
+  }
 }
 
 expected<caf::actor> chat_service::make_conversation(caf::actor_system& system,

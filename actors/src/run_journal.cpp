@@ -133,6 +133,7 @@ caf::behavior journal_behavior(journal_actor* self, journal_options options) {
         }
         if (!st.finished) {
           self->monitor(sink);
+          self->link_to(sink);
           st.sinks.push_back(std::move(sink));
         } else if (after >= st.entries.size()) {
           // Nothing left to replay: tell the sink the journal is complete.
@@ -173,6 +174,16 @@ std::optional<run_directory::entry> run_directory::find(const std::string& run_i
 void run_directory::remove(const std::string& run_id) {
   std::lock_guard lock(mutex_);
   entries_.erase(run_id);
+}
+
+std::vector<caf::actor> run_directory::journals() const {
+  std::lock_guard lock(mutex_);
+  std::vector<caf::actor> out;
+  out.reserve(entries_.size());
+  for (const auto& [id, e] : entries_) {
+    out.push_back(e.journal);
+  }
+  return out;
 }
 
 std::size_t run_directory::size() const {

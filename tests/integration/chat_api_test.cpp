@@ -104,15 +104,14 @@ double metric(const std::string& body, const std::string& name) {
   return std::regex_search(body, m, pattern) ? std::stod(m[1].str()) : -1;
 }
 
-std::string sse_request(std::string_view method, std::string_view target,
-                        const std::string& token, std::string_view body,
-                        std::string extra = {}) {
+std::string sse_request(std::string_view method, std::string_view target, const std::string& token,
+                        std::string_view body, std::string extra = {}) {
   std::string r = std::string(method) + " " + std::string(target) +
                   " HTTP/1.1\r\nHost: t\r\nAuthorization: Bearer " + token +
                   "\r\nAccept: text/event-stream\r\n" + extra;
   if (!body.empty()) {
-    r += "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) +
-         "\r\n";
+    r +=
+        "Content-Type: application/json\r\nContent-Length: " + std::to_string(body.size()) + "\r\n";
   }
   return r + "\r\n" + std::string(body);
 }
@@ -147,17 +146,17 @@ TEST_CASE("POST /api/v1/chat runs the agent with its tools and returns files wit
 
   // The conversation goes on: a second message sees the first exchange as history.
   const auto conversation = json_field(body, "conversation_id");
-  const auto again = s.call("POST", "/api/v1/chat", s.admin(),
-                            R"({"message":"and now?","conversation_id":")" + conversation +
-                                R"("})");
+  const auto again =
+      s.call("POST", "/api/v1/chat", s.admin(),
+             R"({"message":"and now?","conversation_id":")" + conversation + R"("})");
   REQUIRE(status_of(again) == 200);
   CHECK(json_field(body_of(again), "conversation_id") == conversation);
   const auto messages =
       s.call("GET", "/api/v1/conversations/" + conversation + "/messages", s.admin());
   CHECK_THAT(body_of(messages), Catch::Contains("and now?") && Catch::Contains("make a file"));
   // Steps of the run are listed.
-  const auto steps = s.call("GET", "/api/v1/runs/" + json_field(body, "run_id") + "/steps",
-                            s.admin());
+  const auto steps =
+      s.call("GET", "/api/v1/runs/" + json_field(body, "run_id") + "/steps", s.admin());
   CHECK(status_of(steps) == 200);
   CHECK_THAT(body_of(steps), Catch::Contains("validate_pre_final"));
 }
@@ -207,8 +206,8 @@ TEST_CASE("chat requests are validated and authorized", "[integration][chat]") {
     CHECK(status_of(s.call("GET", "/api/v1/conversations", scoped)) == 403);
     const auto models = s.call("GET", "/v1/models", scoped);
     CHECK(status_of(models) == 200);
-    CHECK_THAT(body_of(models), Catch::Contains(R"("id":"worker")") &&
-                                    !Catch::Contains(R"("id":"other")"));
+    CHECK_THAT(body_of(models),
+               Catch::Contains(R"("id":"worker")") && !Catch::Contains(R"("id":"other")"));
   }
 }
 
@@ -237,8 +236,7 @@ TEST_CASE("POST /api/v1/chat/stream streams candidate text, then done and [DONE]
   CHECK(std::count(trace.events.begin(), trace.events.end(), "step") >= 2);
   CHECK(std::count(trace.events.begin(), trace.events.end(), "harness") >= 1);
   for (std::size_t i = 0; i < trace.events.size(); ++i) {
-    if (trace.events[i] == "message" &&
-        trace.data[i].find("model.delta") != std::string::npos) {
+    if (trace.events[i] == "message" && trace.data[i].find("model.delta") != std::string::npos) {
       CHECK_THAT(trace.data[i], Catch::Contains(R"("candidate":true)"));
     }
   }
@@ -374,8 +372,8 @@ TEST_CASE("the OpenAI-compatible endpoint answers whole and streamed completions
 
   const auto models = s.call("GET", "/v1/models", s.admin());
   CHECK(status_of(models) == 200);
-  CHECK_THAT(body_of(models), Catch::Contains(R"("object":"list")") &&
-                                  Catch::Contains(R"("id":"worker")"));
+  CHECK_THAT(body_of(models),
+             Catch::Contains(R"("object":"list")") && Catch::Contains(R"("id":"worker")"));
 
   const auto whole =
       s.call("POST", "/v1/chat/completions", s.admin(),
@@ -384,13 +382,14 @@ TEST_CASE("the OpenAI-compatible endpoint answers whole and streamed completions
   REQUIRE(status_of(whole) == 200);
   CHECK(json_field(body_of(whole), "object") == "chat.completion");
   CHECK(json_field(body_of(whole), "finish_reason") == "stop");
-  CHECK_THAT(body_of(whole), Catch::Contains("Wrote report.csv") &&
-                                 Catch::Contains(R"("total_tokens":)"));
+  CHECK_THAT(body_of(whole),
+             Catch::Contains("Wrote report.csv") && Catch::Contains(R"("total_tokens":)"));
 
   raw_client c(s.port());
-  c.send(sse_request("POST", "/v1/chat/completions", s.admin(),
-                     R"({"model":"worker","stream":true,"stream_options":{"include_usage":true},)"
-                     R"("messages":[{"role":"user","content":[{"type":"text","text":"make a file"}]}]})"));
+  c.send(sse_request(
+      "POST", "/v1/chat/completions", s.admin(),
+      R"({"model":"worker","stream":true,"stream_options":{"include_usage":true},)"
+      R"("messages":[{"role":"user","content":[{"type":"text","text":"make a file"}]}]})"));
   const auto streamed = parse_sse(c.read_until("data: [DONE]", 20s));
   REQUIRE(streamed.data.size() >= 3);
   CHECK(streamed.data.back() == "[DONE]");
@@ -413,4 +412,38 @@ TEST_CASE("the OpenAI-compatible endpoint answers whole and streamed completions
   const auto no_user = s.call("POST", "/v1/chat/completions", s.admin(),
                               R"({"model":"worker","messages":[{"role":"system","content":"x"}]})");
   CHECK(status_of(no_user) == 400);
+}
+
+TEST_CASE("SIGTERM ends a server with an active run, its follower and retained journals",
+          "[integration][chat]") {
+  mock_llm_fixture mock(scripted_mock());
+  // The default retention (15 min): retained journals must not hold up the exit.
+  temp_dir dir;
+  const auto config = dir.path() / "troupe.toml";
+  std::ofstream(config) << "listen = \"127.0.0.1:0\"\ndata_dir = \""
+                        << (dir.path() / "data").string() << "\"\n"
+                        << "[server]\nshutdown_timeout_ms = 500\n"
+                        << catalog(mock).substr(catalog(mock).find("[[providers]]"));
+  troupe_process troupe({"serve", "--config", config.string()});
+  const auto port = troupe.wait_for_port();
+  REQUIRE(port);
+  auto token = read_file(dir.path() / "data" / "admin.token");
+  token.pop_back();
+  const auto auth = "Authorization: Bearer " + token + "\r\nContent-Type: application/json\r\n";
+  REQUIRE(status_of(http_exchange(*port, "POST", "/api/v1/chat",
+                                  R"({"agent":"worker","message":"hello"})", auth)) == 200);
+  const auto created =
+      http_exchange(*port, "POST", "/api/v1/runs", R"({"agent":"worker","message":"slow"})", auth);
+  REQUIRE(status_of(created) == 202);
+  raw_client follower(*port);
+  follower.send(sse_request(
+      "GET", "/api/v1/runs/" + json_field(body_of(created), "run_id") + "/events", token, {}));
+  follower.read_until("w2", 10s);
+  const auto asked = std::chrono::steady_clock::now();
+  troupe.signal(SIGTERM);
+  const auto code = troupe.wait_exit(15s);
+  REQUIRE(code);
+  CHECK(*code == 0);
+  CHECK(std::chrono::steady_clock::now() - asked < 5s);
+  CHECK_THAT(troupe.output(), !Catch::Contains("Sanitizer") && !Catch::Contains("runtime error"));
 }

@@ -31,15 +31,19 @@ if (!troupe) {
 
 const work = mkdtempSync(join(tmpdir(), "troupe-openai-"));
 const children = [];
+const outputs = [];
 
 function start(args, ready) {
   return new Promise((resolve, reject) => {
     const child = spawn(troupe, args, { stdio: ["ignore", "pipe", "pipe"] });
     children.push(child);
     let seen = "";
+    const record = { name: args[0], text: "" };
+    outputs.push(record);
     const timer = setTimeout(() => reject(new Error(`no ready line from ${args[0]}:\n${seen}`)), 20000);
     const onData = (chunk) => {
       seen += chunk.toString();
+      record.text += chunk.toString();
       const m = seen.match(ready);
       if (m) {
         clearTimeout(timer);
@@ -52,11 +56,19 @@ function start(args, ready) {
   });
 }
 
-function stopAll() {
-  for (const c of children) {
-    if (c.exitCode === null) c.kill("SIGTERM");
-  }
+// Stops every child with SIGTERM and waits for it; true when all exited 0.
+async function stopAll() {
+  const exits = children.map(
+    (c) =>
+      new Promise((resolve) => {
+        if (c.exitCode !== null) return resolve(c.exitCode);
+        c.on("exit", (code) => resolve(code));
+        c.kill("SIGTERM");
+      }),
+  );
+  const codes = await Promise.all(exits);
   rmSync(work, { recursive: true, force: true });
+  return codes.every((code) => code === 0);
 }
 
 let failed = false;
@@ -158,7 +170,17 @@ try {
 } catch (e) {
   failed = true;
   console.error("FAILED:", e);
-} finally {
-  stopAll();
+}
+const clean = await stopAll();
+if (!clean) {
+  failed = true;
+  console.error("FAILED: a troupe process did not exit 0 on SIGTERM");
+}
+for (const o of outputs) {
+  // The sanitizer build reports here.
+  if (/Sanitizer|runtime error/.test(o.text)) {
+    failed = true;
+    console.error(`FAILED: ${o.name} reported:\n${o.text}`);
+  }
 }
 process.exit(failed ? 1 : 0);

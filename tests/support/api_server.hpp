@@ -18,7 +18,6 @@
 
 namespace troupe::test {
 
-
 inline std::string read_file(const std::filesystem::path& path) {
   std::ifstream in(path, std::ios::binary);
   std::ostringstream out;
@@ -118,6 +117,5 @@ inline std::string header_value(const std::string& response, const std::string& 
   std::smatch m;
   return std::regex_search(response, m, pattern) ? m[1].str() : std::string{};
 }
-
 
 } // namespace troupe::test

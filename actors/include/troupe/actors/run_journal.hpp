@@ -26,7 +26,8 @@
 ///   (watch_atom, caf::actor)             the conversation that took the run: its death
 ///                                        before the run ends fails the run here, so no
 ///                                        subscriber waits forever
-/// A finished journal stays for `retention`, then leaves its directory and quits.
+/// A finished journal stays for `retention`, then leaves its directory and quits. Its
+/// followers are linked to it: told to exit (shutdown), it takes them along.
 
 #include <chrono>
 #include <cstdint>
@@ -36,6 +37,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <vector>
 
 #include <caf/all.hpp>
 
@@ -81,6 +83,8 @@ public:
   std::optional<entry> find(const std::string& run_id) const;
   void remove(const std::string& run_id);
   std::size_t size() const;
+  /// Every live journal (for shutdown).
+  std::vector<caf::actor> journals() const;
 
 private:
   mutable std::mutex mutex_;
