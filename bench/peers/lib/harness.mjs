@@ -300,7 +300,13 @@ export async function main(peer) {
     load_average_before: loadBefore,
     load_average_after: loadAfter,
     versions: { node: process.version, ...peer.versions },
-    command: [process.argv0, ...process.execArgv, ...process.argv.slice(1).map((a) => path.relative(process.cwd(), a) || a)].join(' '),
+    command: [
+      process.argv0,
+      ...process.execArgv,
+      path.relative(process.cwd(), process.argv[1]),
+      ...process.argv.slice(2),
+    ].join(' '),
+    cwd: process.cwd(),
     started_at: started.toISOString(),
     error_samples: errorSamples,
   };
