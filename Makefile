@@ -69,7 +69,7 @@ bench: build bench-peers
 	@for b in $(BUILD_DIR)/bench/troupe_*_bench; do echo "== $$b"; $$b; done
 
 ## bench-peers: the agent scenario on the JS peers (bench/peers/README.md), packages from npm
-bench-peers: build
+bench-peers: build npm-deps
 	npm ci --prefix bench/peers/openai-agents --no-audit --no-fund
 	npm ci --prefix bench/peers/langgraph --no-audit --no-fund
 	TROUPE=$(CURDIR)/$(TROUPE) bench/peers/run_peers.sh
