@@ -23,7 +23,7 @@ APT_PACKAGES := build-essential cmake pkg-config ccache clang-format \
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps npm-deps configure build run test asan bench format format-check check clean
+.PHONY: deps npm-deps configure build run test asan bench bench-peers format format-check check clean
 
 ## deps: install the Debian packages that are missing (skips apt when all are present)
 deps:
@@ -65,8 +65,14 @@ asan:
 	$(MAKE) test PRESET=asan
 
 ## bench: build and run the micro-benchmarks in full
-bench: build
+bench: build bench-peers
 	@for b in $(BUILD_DIR)/bench/troupe_*_bench; do echo "== $$b"; $$b; done
+
+## bench-peers: the agent scenario on the JS peers (bench/peers/README.md), packages from npm
+bench-peers: build npm-deps
+	npm ci --prefix bench/peers/openai-agents --no-audit --no-fund
+	npm ci --prefix bench/peers/langgraph --no-audit --no-fund
+	TROUPE=$(CURDIR)/$(TROUPE) bench/peers/run_peers.sh
 
 format:
 	git ls-files '*.cpp' '*.hpp' | xargs clang-format -i
