@@ -4,7 +4,10 @@
 #include "api_chat.hpp"
 
 #include <charconv>
+#include <filesystem>
 #include <set>
+
+#include <simdjson.h>
 
 #include <fmt/format.h>
 
@@ -253,6 +256,56 @@ http_response no_chat() {
   return http_response::error(503, "unavailable", "the chat service is not running");
 }
 
+constexpr std::size_t max_attachments = 20;
+
+/// Copies the caller's files `ids` into the conversation's workspace (`<data-dir>/
+/// workspaces/<conversation id>/<name>`, never overwriting) and returns the note the
+/// message gets, naming where they are; on a bad id, the HTTP answer instead.
+expected<std::string> attach_files(const api_state& state, const api_caller& caller,
+                                   const std::string& conversation_id,
+                                   const std::vector<std::string>& ids,
+                                   std::optional<http_response>& answer) {
+  if (ids.empty()) {
+    return std::string();
+  }
+  const auto workspace = state.data_dir / "workspaces" / conversation_id;
+  std::error_code ec;
+  std::filesystem::create_directories(workspace, ec);
+  if (ec) {
+    answer = http_response::error(500, "io_error", "cannot create the conversation's workspace");
+    return fail(errc::io_error, ec.message());
+  }
+  std::vector<std::string> placed;
+  for (const auto& id : ids) {
+    auto f = state.reads->with(
+        [&](storage::connection& c) { return storage::find_file(c, id, caller.user_id); });
+    if (!f) {
+      answer = http_response::error(404, "not_found", fmt::format("files: no file '{}'", id));
+      return tl::unexpected(f.error());
+    }
+    // Names were cleaned at upload (a last path segment); keep them out of dot-files.
+    std::string name = f->name.empty() || f->name.front() == '.' ? "file_" + f->uuid : f->name;
+    auto target = workspace / name;
+    for (int n = 2; std::filesystem::exists(target, ec); ++n) {
+      const auto stem = std::filesystem::path(name).stem().string();
+      const auto ext = std::filesystem::path(name).extension().string();
+      target = workspace / fmt::format("{}-{}{}", stem, n, ext);
+    }
+    std::filesystem::copy_file(state.data_dir / f->storage_path, target, ec);
+    if (ec) {
+      answer = http_response::error(500, "io_error",
+                                    fmt::format("files: cannot copy '{}' into the workspace", id));
+      return fail(errc::io_error, ec.message());
+    }
+    placed.push_back(target.filename().string());
+  }
+  std::string note = "\n\n[Attached files, in the working directory:";
+  for (const auto& p : placed) {
+    note += " " + p;
+  }
+  return note + "]";
+}
+
 /// A submitted message with what its answer needs.
 struct started_chat {
   submitted_run run;
@@ -265,13 +318,39 @@ asio::awaitable<expected<started_chat>> start_chat(state_ptr state, request_cont
                                                    api_caller caller,
                                                    std::optional<http_response>& answer) {
   json_body body(ctx.request().body);
-  body.only({"agent", "message", "conversation_id"});
+  body.only({"agent", "message", "conversation_id", "files"});
   auto agent_name = body.text("agent", false, 256);
   auto message = body.text("message", true, max_message_bytes);
   auto conversation_id = body.text("conversation_id", false, 128);
+  std::vector<std::string> file_ids;
+  if (auto files = body.element("files")) {
+    simdjson::dom::array list;
+    if (files->get_array().get(list) != simdjson::SUCCESS || list.size() > max_attachments) {
+      body.invalid("files",
+                   fmt::format("must be an array of at most {} file ids", max_attachments));
+    } else {
+      for (auto item : list) {
+        std::string_view id;
+        if (item.get_string().get(id) != simdjson::SUCCESS || id.empty() || id.size() > 128) {
+          body.invalid("files", "must hold file ids (strings)");
+          break;
+        }
+        file_ids.emplace_back(id);
+      }
+    }
+  }
   if (!body.ok()) {
     answer = body.error_response();
     co_return fail(errc::invalid_argument, "bad body");
+  }
+  // Unknown files are refused before anything is created.
+  for (const auto& id : file_ids) {
+    auto f = state->reads->with(
+        [&](storage::connection& c) { return storage::find_file(c, id, caller.user_id); });
+    if (!f) {
+      answer = http_response::error(404, "not_found", fmt::format("files: no file '{}'", id));
+      co_return tl::unexpected(f.error());
+    }
   }
   storage::conversation_record conversation;
   std::optional<storage::agent_record> agent;
@@ -316,11 +395,15 @@ asio::awaitable<expected<started_chat>> start_chat(state_ptr state, request_cont
     }
     conversation = std::move(*created);
   }
+  auto attached = attach_files(*state, caller, conversation.uuid, file_ids, answer);
+  if (!attached) {
+    co_return tl::unexpected(attached.error());
+  }
   const bool demo = detail::is_demo_agent(*state, *agent);
   chat_submission submission;
   submission.user_id = caller.user_id;
   submission.conversation = conversation;
-  submission.text = std::move(*message);
+  submission.text = std::move(*message) + *attached;
   submission.final_data = [state, id = conversation.uuid, demo](const run_result& r) {
     return detail::run_outcome_json(*state, id, demo, r);
   };

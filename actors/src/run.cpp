@@ -676,9 +676,8 @@ void gate_calls(run_actor* self) {
            fmt::format("sub-agents may not nest deeper than {}", max_run_depth),
            "Do the task yourself without sub_agent."});
     }
-    if (!pre_tool.violations.empty()) {
-      harness_step(self, "validate_pre_tool", pre_tool.to_json(), pre_tool.allowed);
-    }
+    // Every gate decision is a step, a clean pass included.
+    harness_step(self, "validate_pre_tool", pre_tool.to_json(), pre_tool.allowed);
     if (!pre_tool.allowed) {
       settle(slot, tools::tool_failure("policy_blocked", pre_tool.violations.front().message),
              harness::tool_status::blocked);
@@ -862,9 +861,7 @@ void end_tool_round(run_actor* self) {
                                                     st.ledger.tool_events().size() - first_event);
   auto post_tool = harness::validate_post_tool(round_events);
   st.ledger.record_validation(post_tool.to_event(st.round));
-  if (!post_tool.violations.empty()) {
-    harness_step(self, "validate_post_tool", post_tool.to_json(), post_tool.allowed);
-  }
+  harness_step(self, "validate_post_tool", post_tool.to_json(), post_tool.allowed);
   st.ledger.snapshot_plan(st.plan, st.round);
   if (harness::is_successful_tool_round(round_events)) {
     st.budget.reset();

@@ -218,6 +218,11 @@ TEST_CASE("a run goes through several tool rounds before its answer", "[actors][
   CHECK(r.rounds == 3);
   CHECK(step_names(r, "tool") == std::vector<std::string>{"ls", "read"});
   CHECK_THAT(tool_output(r, "read"), Catch::Contains("remember the milk"));
+  // Every gate decision is a step, clean passes included: one pre- and one post-tool
+  // decision per tool round, then the final gates.
+  CHECK(step_names(r, "harness") ==
+        std::vector<std::string>{"validate_pre_tool", "validate_post_tool", "validate_pre_tool",
+                                 "validate_post_tool", "validate_pre_final", "validate_pre_save"});
 }
 
 TEST_CASE("every event has the version, run id, turn id, a sequence and a timestamp",

@@ -4,6 +4,7 @@
 // client leaving a stream leaks nothing.
 
 #include <csignal>
+#include <map>
 #include <regex>
 #include <thread>
 
@@ -13,6 +14,7 @@
 #include "support/api_server.hpp"
 #include "support/raw_http.hpp"
 #include "troupe/net/mock_llm_server.hpp"
+#include "troupe/runtime/json_writer.hpp"
 
 using namespace troupe::test;
 using namespace std::chrono_literals;
