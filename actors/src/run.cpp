@@ -8,6 +8,7 @@
 #include <simdjson.h>
 
 #include "troupe/actors/bridge.hpp"
+#include "troupe/actors/tool_call.hpp"
 #include "troupe/runtime/harness/correction_policy.hpp"
 #include "troupe/runtime/harness/loop_guard.hpp"
 #include "troupe/runtime/harness/plan_state.hpp"
@@ -24,7 +25,6 @@ namespace {
 
 using delta_atom = caf::atom_constant<caf::atom("delta")>;
 using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
-using tool_timeout_atom = caf::atom_constant<caf::atom("tool_tmo")>;
 
 constexpr auto write_timeout = std::chrono::seconds(30);
 // How long a parent waits for a child beyond the child's own deadline.
@@ -42,8 +42,6 @@ struct call_slot {
   harness::tool_status status = harness::tool_status::success;
   std::chrono::steady_clock::time_point started;
   std::chrono::milliseconds duration{0};
-  /// The io task running the call (its key in run_state::inflight), 0 for none.
-  std::uint64_t task = 0;
   /// sub_agent: children still running and their answers in task order.
   std::size_t children_pending = 0;
   std::vector<std::string> child_answers;
@@ -202,16 +200,6 @@ asio::awaitable<completion_outcome> llm_call(std::shared_ptr<net::provider_clien
     }
   };
   co_return co_await client->complete(std::move(request), std::move(sink));
-}
-
-asio::awaitable<tools::tool_result>
-invoke_tool(std::shared_ptr<const tools::tool> impl,
-            std::shared_ptr<const tools::sandbox_runner> sandbox, std::string arguments,
-            tools::tool_context context) {
-  // The tool's timeout is the run actor's (a delayed message that cancels this
-  // coroutine): cancellation then reaches the tool, and its sandbox, directly.
-  context.sandbox = sandbox.get();
-  co_return co_await impl->invoke(std::move(arguments), std::move(context));
 }
 
 // -- events, steps, writes ---------------------------------------------------------------
@@ -715,53 +703,36 @@ void start_call(run_actor* self, std::size_t index) {
   context.workspace = st.spec.workspace;
   context.run_id = st.spec.run_id;
   context.call_id = slot.call.id;
-  auto id = std::make_shared<std::uint64_t>(0);
+  // One tool_call actor per call: it owns the call's coroutine and timeout, and dies with
+  // the run (cancel_inflight also tells it to stop, which kills its processes).
+  tool_call_spec call;
+  call.impl = slot.impl;
+  call.sandbox = st.spec.io.sandbox;
+  call.arguments = slot.call.arguments;
+  call.context = std::move(context);
+  call.executor = st.spec.io.http->get_executor();
+  call.timeout = st.spec.tool_timeout;
+  auto actor = spawn_tool_call(self->system(), std::move(call), caf::actor_cast<caf::actor>(self));
+  st.children.push_back(actor);
   const int round = st.round;
-  auto task = start_io(
-      self, st.spec.io.http->get_executor(),
-      invoke_tool(slot.impl, st.spec.io.sandbox, slot.call.arguments, std::move(context)),
-      [self, index, id, round](expected<tools::tool_result> r) {
-        auto& s = self->state;
-        s.inflight.erase(*id);
-        // A call settled by its timeout completes later, maybe in a
-        // later round: ignore it then.
-        if (s.finished || s.round != round || index >= s.calls.size() || s.calls[index].done) {
-          return;
-        }
-        auto& sl = s.calls[index];
-        if (!r) {
-          settle(sl, tools::tool_failure("tool_error", r.error().message),
-                 harness::tool_status::error);
-        } else {
-          const auto status = r->ok ? harness::tool_status::success : harness::tool_status::error;
-          settle(sl, std::move(*r), status);
-        }
-        on_call_done(self, index);
-      });
-  *id = track(self, std::move(task));
-  slot.task = *id;
-  self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(st.spec.tool_timeout),
-                     tool_timeout_atom::value, round, static_cast<std::uint64_t>(index));
-}
-
-/// A call ran out of time: cancel it (killing its processes) and report the timeout.
-void on_tool_timeout(run_actor* self, int round, std::size_t index) {
-  auto& st = self->state;
-  if (st.finished || st.round != round || index >= st.calls.size() || st.calls[index].done ||
-      st.calls[index].task == 0) {
-    return;
-  }
-  auto& slot = st.calls[index];
-  if (auto it = st.inflight.find(slot.task); it != st.inflight.end()) {
-    it->second.cancel();
-    st.inflight.erase(it);
-  }
-  settle(slot,
-         tools::tool_failure("timeout",
-                             fmt::format("the tool did not finish within {} ms and was stopped",
-                                         st.spec.tool_timeout.count())),
-         harness::tool_status::error);
-  on_call_done(self, index);
+  auto settled = [self, index, round, actor](expected<tools::tool_result> r) {
+    auto& s = self->state;
+    std::erase(s.children, actor);
+    if (s.finished || s.round != round || index >= s.calls.size() || s.calls[index].done) {
+      return;
+    }
+    auto& sl = s.calls[index];
+    if (!r) {
+      settle(sl, tools::tool_failure("tool_error", r.error().message), harness::tool_status::error);
+    } else {
+      const auto status = r->ok ? harness::tool_status::success : harness::tool_status::error;
+      settle(sl, std::move(*r), status);
+    }
+    on_call_done(self, index);
+  };
+  self->request(actor, caf::infinite, run_atom::value)
+      .then([settled](tools::tool_result& r) { settled(std::move(r)); },
+            [settled](caf::error& e) { settled(tl::unexpected(from_caf_error(e))); });
 }
 
 void end_tool_round(run_actor* self);
@@ -1149,9 +1120,6 @@ caf::behavior run_behavior(run_actor* self, run_spec spec, caf::actor subscriber
       },
       [self](cancel_atom) {
         finish_run(self, storage::run_status::cancelled, {}, "the run was cancelled");
-      },
-      [self](tool_timeout_atom, int round, std::uint64_t index) {
-        on_tool_timeout(self, round, static_cast<std::size_t>(index));
       },
       [self](steer_atom, std::string& text) {
         if (!self->state.finished) {
