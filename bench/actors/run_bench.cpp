@@ -3,6 +3,9 @@
 // difference is what the actors, the harness and the bridge cost); and many runs at once.
 // Run in full with `make bench`; results in docs/benchmarks.md ("Run core (issue 5)").
 
+#include <sys/resource.h>
+
+#include <cstdlib>
 #include <future>
 #include <thread>
 
@@ -19,6 +22,24 @@ using namespace troupe;
 using namespace troupe::actors;
 
 namespace {
+
+/// CPU time (user + system) of the whole process so far, in microseconds: every thread
+/// (actors, io, the in-process mock) counts, so the difference between two benchmarks
+/// on the same setup is what the extra work costs, little disturbed by other load.
+double process_cpu_us() {
+  rusage u{};
+  ::getrusage(RUSAGE_SELF, &u);
+  const auto us = [](const timeval& t) {
+    return static_cast<double>(t.tv_sec) * 1e6 + static_cast<double>(t.tv_usec);
+  };
+  return us(u.ru_utime) + us(u.ru_stime);
+}
+
+/// Reports the process CPU per iteration since `start`.
+void report_process_cpu(benchmark::State& state, double start) {
+  state.counters["process_cpu_us"] =
+      benchmark::Counter(process_cpu_us() - start, benchmark::Counter::kAvgIterations);
+}
 
 /// A concurrency-safe tool that answers at once.
 class noop_tool final : public tools::tool {
@@ -51,6 +72,9 @@ struct bench_world {
     mock->start();
     mock_thread = std::thread([this] { mock_io.run(); });
     config.set("scheduler.policy", caf::atom("sharing"));
+    if (const char* threads = std::getenv("TROUPE_BENCH_CAF_THREADS")) {
+      config.set("scheduler.max-threads", static_cast<size_t>(std::atoi(threads)));
+    }
     system = std::make_unique<caf::actor_system>(config);
     http = std::make_unique<net::http_client>(io.get_executor());
     auto r = std::make_shared<tools::tool_registry>();
@@ -114,6 +138,7 @@ void BM_run_tool_round_and_final(benchmark::State& state) {
   bench_world w;
   caf::scoped_actor self{*w.system};
   int n = 0;
+  const double cpu_start = process_cpu_us();
   for (auto _ : state) {
     auto run = spawn_run(*w.system, w.spec(++n), caf::actor{});
     bool ok = false;
@@ -125,6 +150,7 @@ void BM_run_tool_round_and_final(benchmark::State& state) {
       break;
     }
   }
+  report_process_cpu(state, cpu_start);
   state.counters["llm_calls_per_run"] = 2;
 }
 BENCHMARK(BM_run_tool_round_and_final)->UseRealTime()->Unit(benchmark::kMicrosecond);
@@ -148,6 +174,7 @@ boost::asio::awaitable<bool> two_calls(net::http_client* http, net::provider_con
 /// The same two provider calls without actors, harness or tools: the model's share.
 void BM_two_provider_calls_alone(benchmark::State& state) {
   bench_world w;
+  const double cpu_start = process_cpu_us();
   for (auto _ : state) {
     std::promise<bool> done;
     boost::asio::co_spawn(w.io, two_calls(w.http.get(), w.provider()),
@@ -157,6 +184,7 @@ void BM_two_provider_calls_alone(benchmark::State& state) {
       break;
     }
   }
+  report_process_cpu(state, cpu_start);
 }
 BENCHMARK(BM_two_provider_calls_alone)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
