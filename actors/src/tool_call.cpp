@@ -63,17 +63,16 @@ caf::behavior tool_call_behavior(tool_call_actor* self, tool_call_spec spec, caf
         }
         st.started = true;
         st.promise = self->make_response_promise();
-        st.task = start_io(self, st.spec.executor,
-                           invoke(st.spec.impl, st.spec.sandbox, st.spec.arguments,
-                                  st.spec.context),
-                           [self](expected<tools::tool_result> r) {
-                             if (!r) {
-                               end(self, tools::tool_failure("tool_error", r.error().message),
-                                   false);
-                               return;
-                             }
-                             end(self, std::move(*r), false);
-                           });
+        st.task =
+            start_io(self, st.spec.executor,
+                     invoke(st.spec.impl, st.spec.sandbox, st.spec.arguments, st.spec.context),
+                     [self](expected<tools::tool_result> r) {
+                       if (!r) {
+                         end(self, tools::tool_failure("tool_error", r.error().message), false);
+                         return;
+                       }
+                       end(self, std::move(*r), false);
+                     });
         self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(st.spec.timeout),
                            timeout_atom::value);
         return caf::delegated<tools::tool_result>{};

@@ -125,6 +125,9 @@ expected<mock_rule> parse_rule(dom::element e) {
     if (!match.at_key("user").get_string().get(s)) {
       rule.user_contains = std::string(s);
     }
+    if (!match.at_key("prompt").get_string().get(s)) {
+      rule.prompt_contains = std::string(s);
+    }
     bool b = false;
     if (!match.at_key("has_tool_result").get_bool().get(b)) {
       rule.has_tool_result = b;
@@ -287,6 +290,8 @@ struct parsed_request {
   bool include_usage = false;
   std::optional<std::uint64_t> max_tokens;
   std::string last_user;
+  /// Every message's text, joined by newlines (for `prompt` matches).
+  std::string all_text;
   bool has_tool_result = false;
   std::vector<std::string> tool_names;
   std::size_t prompt_chars = 0;
@@ -359,6 +364,8 @@ expected<parsed_request> parse_request(std::string_view body) {
       text = content_text(content, tool_result);
     }
     r.prompt_chars += text.size();
+    r.all_text += text;
+    r.all_text += '\n';
     r.has_tool_result = r.has_tool_result || tool_result;
     if (role == "user" && !text.empty()) {
       r.last_user = std::move(text);
@@ -380,6 +387,9 @@ const mock_rule* find_rule(const mock_llm_options& options, const parsed_request
                            std::uint64_t call) {
   for (const auto& rule : options.rules) {
     if (rule.user_contains && r.last_user.find(*rule.user_contains) == std::string::npos) {
+      continue;
+    }
+    if (rule.prompt_contains && r.all_text.find(*rule.prompt_contains) == std::string::npos) {
       continue;
     }
     if (rule.has_tool_result && *rule.has_tool_result != r.has_tool_result) {

@@ -163,6 +163,9 @@ public:
   caf::actor_system& system() {
     return system_;
   }
+  net::http_client* http() {
+    return http_.get();
+  }
 
   mock_llm_fixture mock;
   storage::testing::temp_dir workspace;

@@ -107,9 +107,8 @@ TEST_CASE("a tool_call past its timeout cancels the tool and says so", "[actors]
 
 TEST_CASE("a tool_call whose run goes away cancels its tool", "[actors][tool_call]") {
   world w;
-  auto owner = w.system.spawn([](caf::event_based_actor*) -> caf::behavior {
-    return {[](int) {}};
-  });
+  auto owner =
+      w.system.spawn([](caf::event_based_actor*) -> caf::behavior { return {[](int) {}}; });
   auto actor = actors::spawn_tool_call(w.system, w.spec(10s, 10s), owner);
   caf::anon_send(actor, actors::run_atom::value);
   std::this_thread::sleep_for(50ms);

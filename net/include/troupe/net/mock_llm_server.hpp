@@ -79,6 +79,8 @@ struct mock_rule {
   // -- match (all given conditions must hold) --
   /// Substring the last user message must contain.
   std::optional<std::string> user_contains;
+  /// Some message of the prompt (any role) contains this text.
+  std::optional<std::string> prompt_contains;
   /// Whether the conversation must (or must not) contain a tool result.
   std::optional<bool> has_tool_result;
   /// The exact call number (1 = the server's first completion request).

@@ -1,0 +1,179 @@
+// The chat service: conversations built from SQLite, messages handed over without loss
+// even when the conversation passivates at that moment, history reloaded after
+// passivation, run artifacts stored as files, and cancellation by run id.
+
+#include <future>
+#include <thread>
+
+#include <boost/asio/io_context.hpp>
+#include <catch2/catch.hpp>
+
+#include "actors/run_fixture.hpp"
+#include "troupe/actors/bridge.hpp"
+#include "troupe/actors/chat_service.hpp"
+#include "troupe/storage/repositories.hpp"
+
+using namespace troupe;
+using namespace troupe::test;
+using namespace std::chrono_literals;
+using storage::testing::must;
+
+namespace {
+
+/// A database with a provider (the mock), an agent, a user and a conversation, and a
+/// chat service over it.
+struct chat_world {
+  explicit chat_world(std::string_view script, std::chrono::milliseconds idle_ttl = 10min)
+      : world(script) {
+    storage::provider_record p;
+    p.name = "mock";
+    p.kind = "openai-compatible";
+    p.base_url = world.mock.base_url();
+    p.api_key = "test";
+    const auto provider = must(storage::insert_provider(db.db, p));
+    storage::agent_record a;
+    a.uuid = "agent-1";
+    a.name = "tester";
+    a.provider_id = provider;
+    a.main_model = "m1";
+    a.tools_json = R"(["write","read","ls"])";
+    a.limits_json = R"({"max_rounds":10,"timeout_s":30})";
+    agent = must(storage::insert_agent(db.db, a));
+    user = db.add_user("ann");
+    conversation.uuid = "conv-1";
+    conversation.owner_user_id = user;
+    conversation.agent_id = agent;
+    conversation.id = must(storage::insert_conversation(db.db, conversation));
+    reads = must(storage::read_pool::open(db.dir.db(), 2));
+    writer = actors::spawn_store_writer(
+        world.system(),
+        std::make_shared<storage::connection>(
+            must(storage::open_writer(db.dir.db(), storage::sync_mode::normal))),
+        {});
+    actors::chat_service_options o;
+    o.writer = writer;
+    o.reads = reads;
+    o.io.http = world.http();
+    o.io.tools = world.tools;
+    o.data_dir = db.dir.path();
+    o.idle_ttl = idle_ttl;
+    o.retention = 50ms;
+    chat = std::make_unique<actors::chat_service>(world.system(), std::move(o));
+  }
+  ~chat_world() {
+    chat->stop();
+    caf::anon_send_exit(writer, caf::exit_reason::user_shutdown);
+  }
+
+  /// Submits `text` and waits for its run's result.
+  actors::run_result say(const std::string& text) {
+    actors::chat_submission s;
+    s.user_id = user;
+    s.conversation = conversation;
+    s.text = text;
+    boost::asio::io_context io;
+    auto submitted = run_until_done(io, chat->submit(std::move(s)));
+    REQUIRE(submitted);
+    return wait(submitted->journal);
+  }
+
+  actors::run_result wait(const caf::actor& journal) {
+    caf::scoped_actor self{world.system()};
+    actors::run_result out;
+    self->request(journal, std::chrono::seconds(30), actors::wait_atom::value)
+        .receive([&](actors::run_result& r) { out = std::move(r); },
+                 [&](caf::error& e) { FAIL("no result: " << caf::to_string(e)); });
+    return out;
+  }
+
+  run_world world;
+  storage::testing::fresh_db db;
+  storage::row_id agent = 0;
+  storage::row_id user = 0;
+  storage::conversation_record conversation;
+  std::shared_ptr<storage::read_pool> reads;
+  actors::store_writer_actor writer;
+  std::unique_ptr<actors::chat_service> chat;
+};
+
+} // namespace
+
+TEST_CASE("no message is lost when its conversation passivates at the hand-over",
+          "[actors][chat_service]") {
+  // Conversations leave memory 1 ms after their last run: most messages find the
+  // previous actor gone or going.
+  chat_world w("[]", 1ms);
+  for (int i = 0; i < 60; ++i) {
+    auto r = w.say("message " + std::to_string(i));
+    REQUIRE(r.status == storage::run_status::succeeded);
+    CHECK_THAT(r.text, Catch::Contains("message " + std::to_string(i)));
+    if (i % 3 == 0) {
+      std::this_thread::sleep_for(std::chrono::microseconds(500 + 300 * (i % 5)));
+    }
+  }
+  auto messages = must(storage::list_messages(w.db.db, w.conversation.id));
+  std::size_t users = 0;
+  for (const auto& m : messages) {
+    users += m.role == "user" ? 1u : 0u;
+  }
+  CHECK(users == 60);
+}
+
+TEST_CASE("a conversation brought back after passivation has its history",
+          "[actors][chat_service]") {
+  chat_world w(R"([{"match":{"user":"what was the word","prompt":"PAPAYA"},
+                     "reply":{"text":"The word was PAPAYA."}}])",
+               20ms);
+  REQUIRE(w.say("remember the word PAPAYA").status == storage::run_status::succeeded);
+  std::this_thread::sleep_for(200ms); // passivated by now
+  const auto before = w.world.mock.stats().completion_requests;
+  auto r = w.say("what was the word?");
+  REQUIRE(r.status == storage::run_status::succeeded);
+  CHECK(w.world.mock.stats().completion_requests == before + 1);
+  // The earlier exchange, loaded from SQLite, was in the new actor's prompt.
+  CHECK(r.text == "The word was PAPAYA.");
+}
+
+TEST_CASE("a run's files become stored files with ids", "[actors][chat_service]") {
+  chat_world w(R"([
+    {"match":{"has_tool_result":false},"reply":{"tool_calls":[{"name":"write",
+      "arguments":{"path":"notes.md","content":"# notes\n"}}]}},
+    {"match":{"has_tool_result":true},"reply":{"text":"Wrote notes.md."}}])");
+  auto r = w.say("write notes");
+  REQUIRE(r.status == storage::run_status::succeeded);
+  REQUIRE(r.artifacts.size() == 1);
+  REQUIRE_FALSE(r.artifacts.front().file_id.empty());
+  auto f = must(storage::find_file(w.db.db, r.artifacts.front().file_id, w.user));
+  CHECK(f.name == "notes.md");
+  CHECK(f.kind == "artifact");
+  CHECK(f.size_bytes == 8);
+  CHECK(f.run_id.has_value());
+  CHECK(std::filesystem::file_size(w.db.dir.path() / f.storage_path) == 8);
+}
+
+TEST_CASE("a queued run is cancelled by its id before it starts", "[actors][chat_service]") {
+  chat_world w(R"([{"match":{"user":"slow"},"reply":{"text":"a b c d e f g h"},
+                   "token_delay_ms":100}])");
+  actors::chat_submission first;
+  first.user_id = w.user;
+  first.conversation = w.conversation;
+  first.text = "slow";
+  auto second = first;
+  second.text = "queued";
+  boost::asio::io_context io;
+  auto a = run_until_done(io, w.chat->submit(std::move(first)));
+  auto b = run_until_done(io, w.chat->submit(std::move(second)));
+  REQUIRE(a);
+  REQUIRE(b);
+  auto cancelled = run_until_done(io, w.chat->cancel(w.conversation.uuid, b->run_id));
+  REQUIRE(cancelled);
+  CHECK(*cancelled);
+  auto rb = w.wait(b->journal);
+  CHECK(rb.status == storage::run_status::cancelled);
+  auto ra = w.wait(a->journal);
+  CHECK(ra.status == storage::run_status::succeeded);
+  // Unknown runs are not there to cancel.
+  auto unknown = run_until_done(io, w.chat->cancel(w.conversation.uuid, "nope"));
+  REQUIRE(unknown);
+  CHECK_FALSE(*unknown);
+}
