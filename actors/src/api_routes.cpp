@@ -5,6 +5,7 @@
 
 #include <charconv>
 #include <cstdlib>
+#include <map>
 #include <set>
 
 #include <fmt/format.h>
@@ -165,7 +166,17 @@ void write_conversation(json_writer& w, const storage::conversation_record& c) {
   w.end_object();
 }
 
-void write_message(json_writer& w, const storage::message_record& m) {
+/// What a message list shows of each run: its public id and, when asked, its steps.
+struct run_view {
+  std::string uuid;
+  std::vector<storage::execution_step_record> steps;
+  /// The id of the run's final answer (its last assistant message without tool calls).
+  std::int64_t final_message = 0;
+};
+
+void write_message(json_writer& w, const storage::message_record& m,
+                   const std::map<storage::row_id, run_view>* runs = nullptr,
+                   bool with_steps = false) {
   w.begin_object();
   w.key("id").value(m.id);
   w.key("role").value(m.role);
@@ -176,12 +187,29 @@ void write_message(json_writer& w, const storage::message_record& m) {
   if (!m.tool_call_id.empty()) {
     w.key("tool_call_id").value(m.tool_call_id);
   }
-  if (m.run_id) {
-    w.key("run_id").value(*m.run_id);
+  const run_view* run = nullptr;
+  if (m.run_id && runs) {
+    if (auto it = runs->find(*m.run_id); it != runs->end()) {
+      run = &it->second;
+    }
+  }
+  if (run) {
+    w.key("run_id").value(run->uuid);
   }
   w.key("prompt_tokens").value(m.prompt_tokens);
   w.key("completion_tokens").value(m.completion_tokens);
   w.key("created_at").value(m.created_at);
+  if (with_steps && run && run->final_message == m.id) {
+    // The run's steps ride on its final answer.
+    w.key("steps").begin_array();
+    for (const auto& st : run->steps) {
+      w.begin_object().key("seq").value(st.seq).key("kind").value(st.kind);
+      w.key("name").value(st.name).key("status").value(st.status);
+      w.key("output").raw(st.output_json.empty() ? std::string_view("null") : st.output_json);
+      w.end_object();
+    }
+    w.end_array();
+  }
   w.end_object();
 }
 
@@ -744,7 +772,31 @@ asio::awaitable<http_response> conversation_messages(state_ptr state, request_co
   const auto from = std::min(p.offset, total);
   const auto to = std::min(from + p.limit, total);
   std::vector<storage::message_record> window(all->begin() + from, all->begin() + to);
-  co_return page_answer(window, total, p, write_message);
+  // `?steps=true`: each run's steps on its final answer.
+  const bool with_steps = ctx.request().query_param("steps") == "true";
+  std::map<storage::row_id, run_view> runs;
+  for (const auto& m : *all) {
+    if (!m.run_id) {
+      continue;
+    }
+    auto [it, added] = runs.try_emplace(*m.run_id);
+    if (added) {
+      auto run = read(state, [&](auto& c) { return storage::find_run(c, *m.run_id); });
+      it->second.uuid = run ? run->uuid : std::string();
+      if (with_steps) {
+        auto steps = read(state, [&](auto& c) { return storage::list_steps(c, *m.run_id); });
+        if (steps) {
+          it->second.steps = std::move(*steps);
+        }
+      }
+    }
+    if (m.role == "assistant" && m.tool_calls_json.empty()) {
+      it->second.final_message = m.id;
+    }
+  }
+  co_return page_answer(window, total, p, [&](json_writer& w, const storage::message_record& m) {
+    write_message(w, m, &runs, with_steps);
+  });
 }
 
 asio::awaitable<http_response> delete_conversation(state_ptr state, request_context& ctx,

@@ -156,6 +156,13 @@ TEST_CASE("POST /api/v1/chat runs the agent with its tools and returns files wit
   const auto messages =
       s.call("GET", "/api/v1/conversations/" + conversation + "/messages", s.admin());
   CHECK_THAT(body_of(messages), Catch::Contains("and now?") && Catch::Contains("make a file"));
+  CHECK_THAT(body_of(messages), Catch::Contains(R"("run_id":")" + json_field(body, "run_id")));
+  CHECK_THAT(body_of(messages), !Catch::Contains(R"("steps")"));
+  // With ?steps=true each run's steps ride on its final answer.
+  const auto with_steps =
+      s.call("GET", "/api/v1/conversations/" + conversation + "/messages?steps=true", s.admin());
+  CHECK_THAT(body_of(with_steps),
+             Catch::Contains(R"("steps":[)") && Catch::Contains("validate_pre_final"));
   // Steps of the run are listed.
   const auto steps =
       s.call("GET", "/api/v1/runs/" + json_field(body, "run_id") + "/steps", s.admin());
