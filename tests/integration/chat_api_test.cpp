@@ -4,6 +4,7 @@
 // client leaving a stream leaks nothing.
 
 #include <csignal>
+#include <cstdlib>
 #include <map>
 #include <regex>
 #include <thread>
@@ -455,4 +456,38 @@ TEST_CASE("SIGTERM ends a server with an active run, its follower and retained j
   CHECK(*code == 0);
   CHECK(std::chrono::steady_clock::now() - asked < 5s);
   CHECK_THAT(troupe.output(), !Catch::Contains("Sanitizer") && !Catch::Contains("runtime error"));
+}
+
+TEST_CASE("with no provider configured every answer says it comes from the scripted demo model",
+          "[integration][chat][demo]") {
+  if (std::getenv("OPENAI_API_KEY") != nullptr) {
+    // troupe would then use OpenAI, which is the point of that variable.
+    WARN("skipped: OPENAI_API_KEY is set, so the embedded catalog uses OpenAI, not the demo "
+         "model");
+    return;
+  }
+  api_server s(fast_retention);
+  REQUIRE(s.port() != 0);
+  CHECK_THAT(s.process().output(), Catch::Contains("SCRIPTED DEMO"));
+  const auto chat =
+      s.call("POST", "/api/v1/chat", s.admin(), R"({"agent":"assistant","message":"hello"})");
+  REQUIRE(status_of(chat) == 200);
+  CHECK_THAT(
+      body_of(chat),
+      Catch::Contains(R"("demo":true)") &&
+          Catch::Contains(R"("notice":"This answer comes from troupe's SCRIPTED DEMO model)"));
+  const auto run =
+      s.call("POST", "/api/v1/runs", s.admin(), R"({"agent":"assistant","message":"hello"})");
+  CHECK_THAT(body_of(run), Catch::Contains(R"("demo":true)"));
+  const auto completion =
+      s.call("POST", "/v1/chat/completions", s.admin(),
+             R"({"model":"assistant","messages":[{"role":"user","content":"hi"}]})");
+  REQUIRE(status_of(completion) == 200);
+  CHECK_THAT(body_of(completion), Catch::Contains(R"("demo":true)"));
+  raw_client c(s.port());
+  c.send(sse_request("POST", "/api/v1/chat/stream", s.admin(),
+                     R"({"agent":"assistant","message":"hello"})"));
+  const auto trace = parse_sse(c.read_until("data: [DONE]", 20s));
+  REQUIRE(trace.data.size() >= 2);
+  CHECK_THAT(trace.data[trace.data.size() - 2], Catch::Contains(R"("demo":true)"));
 }
