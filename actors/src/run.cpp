@@ -4,6 +4,8 @@
 #include <map>
 #include <utility>
 
+#include <boost/asio/post.hpp>
+#include <boost/asio/this_coro.hpp>
 #include <fmt/format.h>
 #include <simdjson.h>
 
@@ -191,15 +193,46 @@ tools::tool_result run_plan_tool(harness::plan_state& plan, std::string_view arg
 
 // -- coroutines (never touch actor state: everything arrives as parameters) ------------
 
+/// Text deltas decoded from one network read, sent to the run as one message: the
+/// decoder calls `add` for each event of a read, and the flush posted behind the first
+/// one runs once that read is done. Used only on the client's executor (one strand).
+struct delta_batch {
+  caf::actor target;
+  int round = 0;
+  std::string pending;
+  bool flush_posted = false;
+
+  void flush() {
+    if (!pending.empty()) {
+      caf::anon_send(target, delta_atom::value, round, std::exchange(pending, {}));
+    }
+  }
+};
+
 asio::awaitable<completion_outcome> llm_call(std::shared_ptr<net::provider_client> client,
                                              completion_request request, caf::actor target,
                                              int round) {
-  auto sink = [target, round](const stream_event& e) {
-    if (e.type == stream_event::kind::text_delta && !e.text.empty()) {
-      caf::anon_send(target, delta_atom::value, round, e.text);
+  auto batch = std::make_shared<delta_batch>();
+  batch->target = std::move(target);
+  batch->round = round;
+  auto executor = co_await asio::this_coro::executor;
+  auto sink = [batch, executor](const stream_event& e) {
+    if (e.type != stream_event::kind::text_delta || e.text.empty()) {
+      return;
+    }
+    batch->pending += e.text;
+    if (!batch->flush_posted) {
+      batch->flush_posted = true;
+      asio::post(executor, [batch] {
+        batch->flush_posted = false;
+        batch->flush();
+      });
     }
   };
-  co_return co_await client->complete(std::move(request), std::move(sink));
+  auto outcome = co_await client->complete(std::move(request), std::move(sink));
+  // Text still waiting goes out before the outcome does.
+  batch->flush();
+  co_return outcome;
 }
 
 // -- events, steps, writes ---------------------------------------------------------------
