@@ -93,6 +93,22 @@ int sandbox_processes() {
   return count;
 }
 
+// This process's per-run cgroup directories that still exist (run-<pid>-<n>).
+int leftover_cgroups() {
+  int count = 0;
+  const auto prefix = "run-" + std::to_string(::getpid()) + "-";
+  for (const char* controller : {"pids", "memory"}) {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(
+             std::filesystem::path("/sys/fs/cgroup") / controller / "troupe", ec)) {
+      if (entry.path().filename().string().rfind(prefix, 0) == 0) {
+        ++count;
+      }
+    }
+  }
+  return count;
+}
+
 } // namespace
 
 TEST_CASE("sandboxed code runs in the workspace and its output is captured", "[tools][sandbox]") {
@@ -296,4 +312,22 @@ TEST_CASE("cancelling a run kills the process tree", "[tools][sandbox]") {
   CHECK(winner == 1);
   CHECK(std::chrono::steady_clock::now() - start < 5s);
   CHECK(sandbox_processes() == 0);
+}
+
+TEST_CASE("a finished run leaves no process, zombie or cgroup behind, sandboxed or on the host",
+          "[tools][sandbox]") {
+  troupe::test::temp_dir ws;
+  // A daemon in its own session outlives its parent unless the run's cleanup kills it.
+  const std::string script = "setsid sleep 300 & (sleep 300 &); echo started";
+  auto sandboxed = bash(script, ws.path());
+  CHECK(sandboxed.stdout_text == "started\n");
+  CHECK(sandbox_processes() == 0);
+  sandbox_options host;
+  host.allow_host = true;
+  auto on_host = run_in_sandbox({"/usr/bin/bash", "-c", script}, ws.path(), {}, host);
+  CHECK(on_host.stdout_text == "started\n");
+  CHECK(sandbox_processes() == 0);
+  if (has_limit(sandboxed, "cgroup_pids=")) {
+    CHECK(leftover_cgroups() == 0);
+  }
 }

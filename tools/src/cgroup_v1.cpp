@@ -48,7 +48,11 @@ cgroup_v1::cgroup_v1(const std::filesystem::path& root, const std::string& name)
     : pids_dir_(make_group(root, "pids", name)), memory_dir_(make_group(root, "memory", name)) {}
 
 cgroup_v1::~cgroup_v1() {
-  kill_all();
+  // Normally empty by now (the runner waits for the tree's exit); otherwise kill what is
+  // left and give it a bounded time to leave, so that the directories can be removed.
+  for (int round = 0; round < 200 && kill_pass() > 0; ++round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   for (const auto& dir : {pids_dir_, memory_dir_}) {
     if (!dir.empty()) {
       std::error_code ignored;
@@ -76,22 +80,18 @@ bool cgroup_v1::limit_memory(std::size_t bytes) {
   return true;
 }
 
-void cgroup_v1::kill_all() {
+std::size_t cgroup_v1::kill_pass() {
+  std::size_t found = 0;
   for (const auto& dir : {pids_dir_, memory_dir_}) {
     if (dir.empty()) {
       continue;
     }
-    for (int round = 0; round < 200; ++round) {
-      const auto pids = read_pids(dir / "cgroup.procs");
-      if (pids.empty()) {
-        break;
-      }
-      for (const auto pid : pids) {
-        ::kill(pid, SIGKILL);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    for (const auto pid : read_pids(dir / "cgroup.procs")) {
+      ::kill(pid, SIGKILL);
+      ++found;
     }
   }
+  return found;
 }
 
 bool cgroup_v1::oom_killed() const {

@@ -12,7 +12,8 @@
 namespace troupe::tools::detail {
 
 /// One run's cgroups. Controllers that cannot be created are skipped; `in_force` says
-/// which limits hold. Removing the group kills anything still in it.
+/// which limits hold. Removing the group kills anything still in it (waiting a bounded
+/// time for it to leave, which callers avoid by waiting for the tree's exit first).
 class cgroup_v1 {
 public:
   cgroup_v1(const std::filesystem::path& root, const std::string& name);
@@ -31,8 +32,9 @@ public:
     return procs_files_;
   }
 
-  /// SIGKILLs every process in the group until it is empty (bounded).
-  void kill_all();
+  /// SIGKILLs every process now in the group; returns how many there were (0: empty).
+  /// Does not wait: a killed process leaves the group when it has exited.
+  std::size_t kill_pass();
   /// True when the memory controller recorded an out-of-memory kill.
   bool oom_killed() const;
 

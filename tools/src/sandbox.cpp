@@ -8,6 +8,7 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <set>
 
 #include <boost/asio/as_tuple.hpp>
@@ -380,12 +381,50 @@ pid_t parent_of(const std::string& pid) {
   return static_cast<pid_t>(std::atol(line.c_str() + close + 4));
 }
 
+bool is_tracked(pid_t pid) {
+  std::lock_guard lock(tracked_mutex);
+  return tracked_children.count(pid) > 0;
+}
+
+// The children of this process, read from each thread's /proc children list (an orphan
+// re-parented to a subreaper becomes the child of one of its threads); nullopt when the
+// kernel does not provide those lists.
+std::optional<std::vector<pid_t>> children_of_self() {
+  std::vector<pid_t> children;
+  std::error_code ec;
+  for (const auto& task : std::filesystem::directory_iterator("/proc/self/task", ec)) {
+    std::ifstream in(task.path() / "children");
+    if (!in) {
+      return std::nullopt;
+    }
+    pid_t pid = 0;
+    while (in >> pid) {
+      children.push_back(pid);
+    }
+  }
+  if (ec) {
+    return std::nullopt;
+  }
+  return children;
+}
+
 // troupe is a child subreaper (see sandbox_runner's constructor): processes orphaned
-// inside a killed sandbox are re-parented to it rather than to init. This reaps those
-// that have exited, leaving children a run is still waiting for. Returns how many
+// inside a killed host-mode run are re-parented to it rather than to init. This reaps
+// those that have exited, leaving children a run is still waiting for. Returns how many
 // untracked children remain (still dying).
 int reap_orphans() {
   int remaining = 0;
+  const auto reap = [&remaining](pid_t pid) {
+    if (!is_tracked(pid) && ::waitpid(pid, nullptr, WNOHANG) != pid) {
+      ++remaining;
+    }
+  };
+  if (auto children = children_of_self()) {
+    for (const auto pid : *children) {
+      reap(pid);
+    }
+    return remaining;
+  }
   const auto self = ::getpid();
   std::error_code ec;
   for (const auto& entry : std::filesystem::directory_iterator("/proc", ec)) {
@@ -393,18 +432,32 @@ int reap_orphans() {
     if (name.empty() || name[0] < '0' || name[0] > '9' || parent_of(name) != self) {
       continue;
     }
-    const auto pid = static_cast<pid_t>(std::atol(name.c_str()));
-    {
-      std::lock_guard lock(tracked_mutex);
-      if (tracked_children.count(pid) > 0) {
-        continue;
-      }
-    }
-    if (::waitpid(pid, nullptr, WNOHANG) != pid) {
-      ++remaining;
-    }
+    reap(static_cast<pid_t>(std::atol(name.c_str())));
   }
   return remaining;
+}
+
+// Waits (until `until` at most) for bubblewrap's sandbox init `pid` to exit and reaps it
+// when it was re-parented to troupe: bubblewrap's monitor exits as soon as it knows the
+// payload's status, and its init dies just after, an orphan. Once the init has exited,
+// its pid namespace is empty (the kernel reaps every process in it first), so nothing
+// of the sandbox is left.
+asio::awaitable<void> reap_sandbox_init(pid_t pid, steady_clock::time_point until) {
+  if (pid <= 0 || is_tracked(pid)) {
+    co_return;
+  }
+  const int raw = static_cast<int>(::syscall(SYS_pidfd_open, pid, 0));
+  if (raw < 0) {
+    co_return; // already reaped by bubblewrap
+  }
+  asio::posix::stream_descriptor pidfd(co_await asio::this_coro::executor, raw);
+  if (parent_of(std::to_string(pid)) != ::getpid()) {
+    co_return; // not troupe's: bubblewrap reaped it and the number was reused
+  }
+  co_await (wait_readable(pidfd) || sleep_until(until));
+  if (!is_tracked(pid)) {
+    ::waitpid(pid, nullptr, WNOHANG);
+  }
 }
 
 sandbox_result not_run(std::string why, bool sandboxed) {
@@ -594,7 +647,7 @@ asio::awaitable<sandbox_result> sandbox_runner::run(sandbox_request request) con
   const std::function<void()> kill_tree = [pid, &group] {
     ::kill(pid, SIGKILL);
     ::kill(-pid, SIGKILL);
-    group.kill_all();
+    group.kill_pass();
   };
 
   // Read both pipes to their end while supervising the process: on the deadline the
@@ -622,10 +675,21 @@ asio::awaitable<sandbox_result> sandbox_runner::run(sandbox_request request) con
     ::waitpid(pid, &wait_status, 0);
   }
   track(pid, false);
+  const auto status_text = sandboxed ? read_available(status->read.get()) : std::string{};
+  // Reap what the run left re-parented to troupe, then make sure its cgroups are empty:
+  // both normally hold at the first look, so no time is spent waiting here.
+  const auto cleanup_deadline = steady_clock::now() + std::chrono::milliseconds(500);
   asio::steady_timer pause(executor);
-  // Orphans die moments after their sandbox's first process: reap them (bounded).
-  const auto reap_deadline = steady_clock::now() + std::chrono::milliseconds(500);
-  while (reap_orphans() > 0 && steady_clock::now() < reap_deadline) {
+  if (sandboxed) {
+    co_await reap_sandbox_init(status_field(status_text, "child-pid").value_or(0),
+                               cleanup_deadline);
+  } else {
+    while (reap_orphans() > 0 && steady_clock::now() < cleanup_deadline) {
+      pause.expires_after(std::chrono::milliseconds(1));
+      co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
+    }
+  }
+  while (group.kill_pass() > 0 && steady_clock::now() < cleanup_deadline) {
     pause.expires_after(std::chrono::milliseconds(1));
     co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
   }
@@ -634,7 +698,6 @@ asio::awaitable<sandbox_result> sandbox_runner::run(sandbox_request request) con
   state->err_pipe.close(ignored);
   state->in_pipe.close(ignored);
 
-  const auto status_text = sandboxed ? read_available(status->read.get()) : std::string{};
   result.duration =
       std::chrono::duration_cast<std::chrono::milliseconds>(steady_clock::now() - started);
   result.stdout_text = std::move(state->out.text);
