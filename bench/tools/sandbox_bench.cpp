@@ -13,6 +13,7 @@
 #include <chrono>
 #include <filesystem>
 #include <memory>
+#include <thread>
 #include <vector>
 
 #include "troupe/tools/sandbox.hpp"
@@ -95,12 +96,14 @@ void BM_sandbox_trivial_program(benchmark::State& state) {
   state.SetLabel(options.allow_host ? "host" : "sandboxed");
 }
 
-// The issue 7 figure. Each iteration runs /usr/bin/true three ways back to back — through
-// the runner sandboxed, through the runner in host mode, and as a bare posix_spawn — so
-// that the machine's load hits all three alike; the counters are percentiles over the
-// individual runs (ms), and `added_p50` is the median of the per-iteration differences
-// sandboxed − host. Arg 0: one runner per mode, reused (what a long-lived caller sees);
-// arg 1: a new runner for every run (nothing carried over between runs).
+// The issue 7 figure. Each iteration runs /usr/bin/true three ways — through the runner
+// sandboxed, through the runner in host mode, and as a bare posix_spawn — so that the
+// machine's load hits all three alike; the counters are percentiles over the individual
+// runs (ms), and `added_p50` is the median of the per-iteration differences sandboxed −
+// host. Each run starts after a quiet gap (below), as an agent's tool calls do: run back
+// to back, one run's kernel work (an RCU grace period started by a cgroup move, the
+// namespace teardown) would overlap or pre-pay the next one's. Arg 0: one runner per
+// mode, reused (what a long-lived caller sees); arg 1: a new runner for every run.
 void BM_sandbox_start_to_exit(benchmark::State& state) {
   const bool fresh = state.range(0) == 1;
   sandbox_options host_options;
@@ -112,13 +115,17 @@ void BM_sandbox_start_to_exit(benchmark::State& state) {
   std::vector<double> spawn_ms;
   std::vector<double> added_ms;
   int failures = 0;
+  constexpr auto quiet_gap = std::chrono::milliseconds(25);
   for (auto _ : state) {
     if (fresh) {
       sandboxed = std::make_unique<sandbox_runner>();
       host = std::make_unique<sandbox_runner>(host_options);
     }
+    std::this_thread::sleep_for(quiet_gap);
     const auto s = timed_run(*sandboxed, &failures);
+    std::this_thread::sleep_for(quiet_gap);
     const auto h = timed_run(*host, &failures);
+    std::this_thread::sleep_for(quiet_gap);
     spawn_ms.push_back(timed_bare_spawn(&failures));
     sandbox_ms.push_back(s);
     host_ms.push_back(h);
