@@ -1,6 +1,7 @@
 // The sandbox escape suite: each case tries a way out and asserts the specific outcome.
 
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -329,5 +330,50 @@ TEST_CASE("a finished run leaves no process, zombie or cgroup behind, sandboxed 
   CHECK(sandbox_processes() == 0);
   if (has_limit(sandboxed, "cgroup_pids=")) {
     CHECK(leftover_cgroups() == 0);
+  }
+}
+
+TEST_CASE("the payload runs inside the run's pids cgroup from its first instruction",
+          "[tools][sandbox]") {
+  troupe::test::temp_dir ws;
+  sandbox_limits limits;
+  limits.max_processes = 8;
+  // Twenty forks; the pids cgroup (which also counts bubblewrap's two processes and the
+  // interpreter) lets five succeed. RLIMIT_NPROC (1024) would allow all of them.
+  auto r = run_in_sandbox({"/usr/bin/python3", "-c",
+                           "import os, time\n"
+                           "n = 0\n"
+                           "for i in range(20):\n"
+                           "    try:\n"
+                           "        pid = os.fork()\n"
+                           "    except OSError:\n"
+                           "        break\n"
+                           "    if pid == 0:\n"
+                           "        time.sleep(2)\n"
+                           "        os._exit(0)\n"
+                           "    n += 1\n"
+                           "print(n)\n"},
+                          ws.path(), limits);
+  if (!has_limit(r, "cgroup_pids=8")) {
+    WARN("the pids cgroup controller is not writable here; nothing to check");
+    return;
+  }
+  CHECK(r.exit_code == 0);
+  CHECK(r.stdout_text == "5\n");
+  CHECK(sandbox_processes() == 0);
+}
+
+TEST_CASE("the sandbox's cgroup namespace is rooted at the run's own cgroup",
+          "[tools][sandbox]") {
+  troupe::test::temp_dir ws;
+  // Had bubblewrap created its namespaces before the move, the run's cgroup path (and
+  // troupe's pid in it) would show here.
+  auto r = bash("cat /proc/self/cgroup", ws.path());
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.stdout_text.find("troupe") == std::string::npos);
+  CHECK(r.stdout_text.find("run-") == std::string::npos);
+  if (has_limit(r, "cgroup_pids=")) {
+    CHECK_THAT(r.stdout_text, Catch::Contains(":pids:/\n"));
+    CHECK_THAT(r.stdout_text, Catch::Contains(":memory:/\n"));
   }
 }

@@ -65,7 +65,7 @@ bool cgroup_v1::limit_pids(unsigned max_pids) {
   if (pids_dir_.empty() || !write_file(pids_dir_ / "pids.max", std::to_string(max_pids))) {
     return false;
   }
-  procs_files_.push_back((pids_dir_ / "cgroup.procs").string());
+  tasks_files_.push_back((pids_dir_ / "tasks").string());
   return true;
 }
 
@@ -76,7 +76,7 @@ bool cgroup_v1::limit_memory(std::size_t bytes) {
   }
   // Without swap accounting memsw is absent; the plain limit still holds.
   write_file(memory_dir_ / "memory.memsw.limit_in_bytes", std::to_string(bytes));
-  procs_files_.push_back((memory_dir_ / "cgroup.procs").string());
+  tasks_files_.push_back((memory_dir_ / "tasks").string());
   return true;
 }
 

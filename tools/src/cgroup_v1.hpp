@@ -26,10 +26,11 @@ public:
   /// Sets memory.limit_in_bytes (and memsw when present); true when in force.
   bool limit_memory(std::size_t bytes);
 
-  /// The cgroup.procs files a new process should write its pid into (opened before
-  /// fork so the child needs no allocation).
-  const std::vector<std::string>& procs_files() const noexcept {
-    return procs_files_;
+  /// The `tasks` files a new single-threaded process writes "0" into to move itself into
+  /// the group (paths made before fork so that the child needs no allocation). A thread
+  /// moving itself skips the global lock a cgroup.procs write takes (an RCU grace period).
+  const std::vector<std::string>& tasks_files() const noexcept {
+    return tasks_files_;
   }
 
   /// SIGKILLs every process now in the group; returns how many there were (0: empty).
@@ -41,7 +42,7 @@ public:
 private:
   std::filesystem::path pids_dir_;
   std::filesystem::path memory_dir_;
-  std::vector<std::string> procs_files_;
+  std::vector<std::string> tasks_files_;
 };
 
 } // namespace troupe::tools::detail
