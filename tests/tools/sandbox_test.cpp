@@ -363,6 +363,23 @@ TEST_CASE("the payload runs inside the run's pids cgroup from its first instruct
   CHECK(sandbox_processes() == 0);
 }
 
+TEST_CASE("the payload's memory is charged to the run's memory cgroup", "[tools][sandbox]") {
+  troupe::test::temp_dir ws;
+  sandbox_limits limits;
+  limits.memory_mb = 64;
+  limits.address_space_mb = 4096; // so that the cgroup, not RLIMIT_AS, is what stops it
+  auto r = run_in_sandbox(
+      {"/usr/bin/python3", "-c", "b = bytearray(256 * 1024 * 1024)\nprint('allocated')"},
+      ws.path(), limits);
+  if (!has_limit(r, "cgroup_memory=64MiB")) {
+    WARN("the memory cgroup controller is not writable here; nothing to check");
+    return;
+  }
+  CHECK(r.exit_code == 128 + SIGKILL);
+  CHECK(r.stdout_text.find("allocated") == std::string::npos);
+  CHECK_THAT(r.error, Catch::Contains("memory limit"));
+}
+
 TEST_CASE("the sandbox's cgroup namespace is rooted at the run's own cgroup",
           "[tools][sandbox]") {
   troupe::test::temp_dir ws;

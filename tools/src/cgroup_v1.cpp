@@ -98,9 +98,19 @@ bool cgroup_v1::oom_killed() const {
   if (memory_dir_.empty()) {
     return false;
   }
-  std::ifstream in(memory_dir_ / "memory.failcnt");
+  // memory.oom_control counts OOM kills ("oom_kill N", Linux 4.13+); failcnt counts hits
+  // of the limit, but recent kernels leave it at 0 for v1 groups.
+  std::ifstream control(memory_dir_ / "memory.oom_control");
+  std::string key;
+  unsigned long value = 0;
+  while (control >> key >> value) {
+    if (key == "oom_kill" && value > 0) {
+      return true;
+    }
+  }
+  std::ifstream failcnt(memory_dir_ / "memory.failcnt");
   unsigned long count = 0;
-  in >> count;
+  failcnt >> count;
   return count > 0;
 }
 
