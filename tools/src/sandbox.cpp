@@ -155,7 +155,13 @@ struct exec_plan {
   }
 };
 
-void write_all_raw(int fd, const char* text) {
+// The child (exec_child and what it calls) runs on a stack that AddressSanitizer does
+// not know, in memory it shares with troupe; like glibc's own posix_spawn child it is
+// left uninstrumented. (Instrumented, ASan warns of a stack switch at its first noreturn
+// call and may report false positives.)
+#define TROUPE_TOOLS_CHILD_CODE [[gnu::no_sanitize_address]]
+
+TROUPE_TOOLS_CHILD_CODE void write_all_raw(int fd, const char* text) {
   auto length = std::strlen(text);
   while (length > 0) {
     const auto n = ::write(fd, text, length);
@@ -171,7 +177,14 @@ void write_all_raw(int fd, const char* text) {
 // suspended meanwhile): system calls only, no allocation, nothing that glibc would turn
 // into process-wide work (its setuid wrappers signal every thread of "the process", which
 // here would be troupe's threads, hence the raw system calls).
-[[noreturn]] void exec_child(const exec_plan& plan) {
+TROUPE_TOOLS_CHILD_CODE void set_limit(int resource, rlim_t value) {
+  if (value > 0) {
+    const rlimit both{value, value};
+    ::setrlimit(resource, &both);
+  }
+}
+
+[[noreturn]] TROUPE_TOOLS_CHILD_CODE void exec_child(const exec_plan& plan) {
   // All signals are blocked (spawn_child blocked them around clone): troupe's handlers
   // must not run on this stack. Every disposition goes back to the default and the mask
   // is emptied just before exec, so that nothing troupe handles, ignores or blocks
@@ -207,17 +220,11 @@ void write_all_raw(int fd, const char* text) {
     }
     ::close(fd);
   }
-  const auto limit = [](int resource, rlim_t value) {
-    if (value > 0) {
-      rlimit l{value, value};
-      ::setrlimit(resource, &l);
-    }
-  };
-  limit(RLIMIT_AS, plan.address_space);
-  limit(RLIMIT_CPU, plan.cpu_seconds);
-  limit(RLIMIT_FSIZE, plan.file_size);
-  limit(RLIMIT_NPROC, plan.processes);
-  rlimit no_core{0, 0};
+  set_limit(RLIMIT_AS, plan.address_space);
+  set_limit(RLIMIT_CPU, plan.cpu_seconds);
+  set_limit(RLIMIT_FSIZE, plan.file_size);
+  set_limit(RLIMIT_NPROC, plan.processes);
+  const rlimit no_core{0, 0};
   ::setrlimit(RLIMIT_CORE, &no_core);
   if (plan.drop_privileges) {
     if (::syscall(SYS_setgroups, 0, nullptr) != 0 || ::syscall(SYS_setgid, plan.gid) != 0 ||
@@ -245,7 +252,7 @@ void write_all_raw(int fd, const char* text) {
   ::_exit(exit_not_run);
 }
 
-int child_entry(void* plan) {
+TROUPE_TOOLS_CHILD_CODE int child_entry(void* plan) {
   exec_child(*static_cast<const exec_plan*>(plan));
 }
 
