@@ -419,3 +419,24 @@ TEST_CASE("the program starts with no signal blocked or ignored, whatever troupe
   ::pthread_sigmask(SIG_SETMASK, &previous_mask, nullptr);
   ::sigaction(SIGPIPE, &previous, nullptr);
 }
+
+TEST_CASE("a program that exits without reading its stdin does not take troupe down",
+          "[tools][sandbox]") {
+  troupe::test::temp_dir ws;
+  sandbox_request request;
+  request.argv = {"/usr/bin/true"};
+  request.workspace = ws.path();
+  request.stdin_data.assign(4 * 1024 * 1024, 'x'); // far more than a pipe holds
+  sandbox_options host;
+  host.allow_host = true;
+  for (const auto& options : {sandbox_options{}, host}) {
+    asio::io_context io;
+    sandbox_runner runner(options);
+    sandbox_result result;
+    result.exit_code = -1;
+    asio::co_spawn(io, runner.run(request),
+                   [&result](std::exception_ptr, sandbox_result r) { result = std::move(r); });
+    io.run(); // without protection, SIGPIPE ends this test binary here
+    CHECK(result.exit_code == 0);
+  }
+}

@@ -10,6 +10,7 @@
 #include <mutex>
 #include <optional>
 #include <set>
+#include <tuple>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/co_spawn.hpp>
@@ -19,7 +20,6 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/this_coro.hpp>
 #include <boost/asio/use_awaitable.hpp>
-#include <boost/asio/write.hpp>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <grp.h>
@@ -315,13 +315,48 @@ asio::awaitable<void> read_capped(std::shared_ptr<run_state> state, bool is_stdo
   into.done = true;
 }
 
-asio::awaitable<void> feed_stdin(std::shared_ptr<run_state> state, std::string data) {
-  if (!data.empty()) {
-    co_await asio::async_write(state->in_pipe, asio::buffer(data),
-                               asio::as_tuple(asio::use_awaitable));
+// write(2) to a pipe whose reader may be gone, answering EPIPE without raising SIGPIPE:
+// nothing in troupe ignores SIGPIPE, so a program that exits without reading its stdin
+// would otherwise end troupe. The signal is blocked around the write and, if the write
+// raised it, consumed (it is directed at the writing thread).
+ssize_t write_without_sigpipe(int fd, const char* data, std::size_t size) {
+  sigset_t sigpipe_only;
+  ::sigemptyset(&sigpipe_only);
+  ::sigaddset(&sigpipe_only, SIGPIPE);
+  sigset_t pending;
+  ::sigpending(&pending);
+  const bool already_pending = ::sigismember(&pending, SIGPIPE) == 1;
+  sigset_t previous;
+  ::pthread_sigmask(SIG_BLOCK, &sigpipe_only, &previous);
+  const auto n = ::write(fd, data, size);
+  const int write_errno = errno;
+  if (n < 0 && write_errno == EPIPE && !already_pending) {
+    const timespec no_wait{0, 0};
+    ::sigtimedwait(&sigpipe_only, nullptr, &no_wait);
   }
-  boost::system::error_code ignored;
-  state->in_pipe.close(ignored);
+  ::pthread_sigmask(SIG_SETMASK, &previous, nullptr);
+  errno = write_errno;
+  return n;
+}
+
+asio::awaitable<void> feed_stdin(std::shared_ptr<run_state> state, std::string data) {
+  auto& pipe = state->in_pipe;
+  boost::system::error_code ec;
+  pipe.non_blocking(true, ec);
+  std::size_t written = 0;
+  while (!ec && written < data.size()) {
+    const auto n =
+        write_without_sigpipe(pipe.native_handle(), data.data() + written, data.size() - written);
+    if (n > 0) {
+      written += static_cast<std::size_t>(n);
+    } else if (n < 0 && (errno == EAGAIN || errno == EINTR)) {
+      std::tie(ec) = co_await pipe.async_wait(asio::posix::descriptor_base::wait_write,
+                                              asio::as_tuple(asio::use_awaitable));
+    } else {
+      break; // EPIPE: the program wants no more
+    }
+  }
+  pipe.close(ec);
 }
 
 asio::awaitable<void> wait_readable(asio::posix::stream_descriptor& pidfd) {
