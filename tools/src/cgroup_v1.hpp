@@ -27,7 +27,7 @@ public:
   bool limit_memory(std::size_t bytes);
 
   /// The `tasks` files a new single-threaded process writes "0" into to move itself into
-  /// the group (paths made before fork so that the child needs no allocation). A thread
+  /// the group (paths made before the child starts, so that it allocates nothing). A thread
   /// moving itself skips the global lock a cgroup.procs write takes (an RCU grace period).
   const std::vector<std::string>& tasks_files() const noexcept {
     return tasks_files_;

@@ -49,7 +49,7 @@ namespace {
 // Descriptor numbers inside the child, fixed for bubblewrap's arguments.
 constexpr int child_seccomp_fd = 10;
 constexpr int child_status_fd = 11;
-// Descriptors are moved above this before fork so the child's dup2 calls never clash.
+// Descriptors are moved above this before the child starts so its dup2 calls never clash.
 constexpr int high_fd_floor = 32;
 
 constexpr int exit_timed_out = 124;
@@ -173,10 +173,6 @@ TROUPE_TOOLS_CHILD_CODE void write_all_raw(int fd, const char* text) {
   }
 }
 
-// Runs in the child until exec, in memory shared with troupe (whose calling thread is
-// suspended meanwhile): system calls only, no allocation, nothing that glibc would turn
-// into process-wide work (its setuid wrappers signal every thread of "the process", which
-// here would be troupe's threads, hence the raw system calls).
 TROUPE_TOOLS_CHILD_CODE void set_limit(int resource, rlim_t value) {
   if (value > 0) {
     const rlimit both{value, value};
@@ -184,6 +180,10 @@ TROUPE_TOOLS_CHILD_CODE void set_limit(int resource, rlim_t value) {
   }
 }
 
+// Runs in the child until exec, in memory shared with troupe (whose calling thread is
+// suspended meanwhile): system calls only, no allocation, nothing that glibc would turn
+// into process-wide work (its setuid wrappers signal every thread of "the process", which
+// here would be troupe's threads, hence the raw system calls).
 [[noreturn]] TROUPE_TOOLS_CHILD_CODE void exec_child(const exec_plan& plan) {
   // All signals are blocked (spawn_child blocked them around clone): troupe's handlers
   // must not run on this stack. Every disposition goes back to the default and the mask
@@ -207,8 +207,8 @@ TROUPE_TOOLS_CHILD_CODE void set_limit(int resource, rlim_t value) {
   }
   ::syscall(SYS_close_range, child_status_fd + 1, ~0U, 0);
   ::setpgid(0, 0);
-  // Join the run's cgroups before anything else runs. Right after fork this process has
-  // a single thread, so moving that thread (writing "0" to the v1 `tasks` file) moves the
+  // Join the run's cgroups before anything else runs. This child is a process with a
+  // single thread, so moving that thread (writing "0" to the v1 `tasks` file) moves the
   // whole process, and the kernel can skip the global threadgroup lock that a cgroup.procs
   // write takes, whose RCU grace period costs ~10 ms. A run that cannot join its cgroups
   // does not run (they were reported as in force).
