@@ -517,11 +517,29 @@ int reap_orphans() {
   return remaining;
 }
 
+// Reaps the child behind `pidfd` if it has exited; false if it is still running. Through
+// the pidfd, so a pid number reused meanwhile cannot be hit.
+bool reap_if_exited(asio::posix::stream_descriptor& pidfd) {
+  constexpr auto p_pidfd = static_cast<idtype_t>(3); // P_PIDFD (Linux 5.4); not in glibc 2.36
+  siginfo_t info{};
+  const auto fd = static_cast<id_t>(pidfd.native_handle());
+  if (::waitid(p_pidfd, fd, &info, WEXITED | WNOHANG) != 0) {
+    return true; // not (or no longer) troupe's child: nothing to reap
+  }
+  return info.si_pid != 0; // 0: still running
+}
+
+// Reaps an orphan that outlived the run's cleanup bound once it exits (bounded too).
+asio::awaitable<void> reap_when_exited(asio::posix::stream_descriptor pidfd) {
+  co_await (wait_readable(pidfd) || sleep_until(steady_clock::now() + std::chrono::minutes(5)));
+  reap_if_exited(pidfd);
+}
+
 // Waits (until `until` at most) for bubblewrap's sandbox init `pid` to exit and reaps it
 // when it was re-parented to troupe: bubblewrap's monitor exits as soon as it knows the
 // payload's status, and its init dies just after, an orphan. Once the init has exited,
 // its pid namespace is empty (the kernel reaps every process in it first), so nothing
-// of the sandbox is left.
+// of the sandbox is left. An init still dying at `until` is reaped in the background.
 asio::awaitable<void> reap_sandbox_init(pid_t pid, steady_clock::time_point until) {
   if (pid <= 0 || is_tracked(pid)) {
     co_return;
@@ -535,8 +553,9 @@ asio::awaitable<void> reap_sandbox_init(pid_t pid, steady_clock::time_point unti
     co_return; // not troupe's: bubblewrap reaped it and the number was reused
   }
   co_await (wait_readable(pidfd) || sleep_until(until));
-  if (!is_tracked(pid)) {
-    ::waitpid(pid, nullptr, WNOHANG);
+  if (!reap_if_exited(pidfd)) {
+    auto executor = pidfd.get_executor();
+    asio::co_spawn(executor, reap_when_exited(std::move(pidfd)), asio::detached);
   }
 }
 
