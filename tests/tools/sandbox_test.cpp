@@ -1,6 +1,7 @@
 // The sandbox escape suite: each case tries a way out and asserts the specific outcome.
 
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -88,6 +89,22 @@ int sandbox_processes() {
     const bool zombie = stat_line.find(") Z ") != std::string::npos;
     if (environ_text.find(needle) != std::string::npos || (zombie && is_sandbox_zombie(name))) {
       ++count;
+    }
+  }
+  return count;
+}
+
+// This process's per-run cgroup directories that still exist (run-<pid>-<n>).
+int leftover_cgroups() {
+  int count = 0;
+  const auto prefix = "run-" + std::to_string(::getpid()) + "-";
+  for (const char* controller : {"pids", "memory"}) {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(
+             std::filesystem::path("/sys/fs/cgroup") / controller / "troupe", ec)) {
+      if (entry.path().filename().string().rfind(prefix, 0) == 0) {
+        ++count;
+      }
     }
   }
   return count;
@@ -296,4 +313,130 @@ TEST_CASE("cancelling a run kills the process tree", "[tools][sandbox]") {
   CHECK(winner == 1);
   CHECK(std::chrono::steady_clock::now() - start < 5s);
   CHECK(sandbox_processes() == 0);
+}
+
+TEST_CASE("a finished run leaves no process, zombie or cgroup behind, sandboxed or on the host",
+          "[tools][sandbox]") {
+  troupe::test::temp_dir ws;
+  // A daemon in its own session outlives its parent unless the run's cleanup kills it.
+  const std::string script = "setsid sleep 300 & (sleep 300 &); echo started";
+  auto sandboxed = bash(script, ws.path());
+  CHECK(sandboxed.stdout_text == "started\n");
+  CHECK(sandbox_processes() == 0);
+  sandbox_options host;
+  host.allow_host = true;
+  auto on_host = run_in_sandbox({"/usr/bin/bash", "-c", script}, ws.path(), {}, host);
+  CHECK(on_host.stdout_text == "started\n");
+  CHECK(sandbox_processes() == 0);
+  if (has_limit(sandboxed, "cgroup_pids=")) {
+    CHECK(leftover_cgroups() == 0);
+  }
+}
+
+TEST_CASE("the payload runs inside the run's pids cgroup from its first instruction",
+          "[tools][sandbox]") {
+  troupe::test::temp_dir ws;
+  sandbox_limits limits;
+  limits.max_processes = 8;
+  // Twenty forks; the pids cgroup (which also counts bubblewrap's two processes and the
+  // interpreter) lets five succeed. RLIMIT_NPROC (1024) would allow all of them.
+  auto r = run_in_sandbox({"/usr/bin/python3", "-c",
+                           "import os, time\n"
+                           "n = 0\n"
+                           "for i in range(20):\n"
+                           "    try:\n"
+                           "        pid = os.fork()\n"
+                           "    except OSError:\n"
+                           "        break\n"
+                           "    if pid == 0:\n"
+                           "        time.sleep(2)\n"
+                           "        os._exit(0)\n"
+                           "    n += 1\n"
+                           "print(n)\n"},
+                          ws.path(), limits);
+  if (!has_limit(r, "cgroup_pids=8")) {
+    WARN("the pids cgroup controller is not writable here; nothing to check");
+    return;
+  }
+  CHECK(r.exit_code == 0);
+  CHECK(r.stdout_text == "5\n");
+  CHECK(sandbox_processes() == 0);
+}
+
+TEST_CASE("the payload's memory is charged to the run's memory cgroup", "[tools][sandbox]") {
+  troupe::test::temp_dir ws;
+  sandbox_limits limits;
+  limits.memory_mb = 64;
+  limits.address_space_mb = 4096; // so that the cgroup, not RLIMIT_AS, is what stops it
+  auto r = run_in_sandbox(
+      {"/usr/bin/python3", "-c", "b = bytearray(256 * 1024 * 1024)\nprint('allocated')"}, ws.path(),
+      limits);
+  if (!has_limit(r, "cgroup_memory=64MiB")) {
+    WARN("the memory cgroup controller is not writable here; nothing to check");
+    return;
+  }
+  CHECK(r.exit_code == 128 + SIGKILL);
+  CHECK(r.stdout_text.find("allocated") == std::string::npos);
+  CHECK_THAT(r.error, Catch::Contains("memory limit"));
+}
+
+TEST_CASE("the sandbox's cgroup namespace is rooted at the run's own cgroup", "[tools][sandbox]") {
+  troupe::test::temp_dir ws;
+  // Had bubblewrap created its namespaces before the move, the run's cgroup path (and
+  // troupe's pid in it) would show here.
+  auto r = bash("cat /proc/self/cgroup", ws.path());
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.stdout_text.find("troupe") == std::string::npos);
+  CHECK(r.stdout_text.find("run-") == std::string::npos);
+  if (has_limit(r, "cgroup_pids=")) {
+    CHECK_THAT(r.stdout_text, Catch::Contains(":pids:/\n"));
+    CHECK_THAT(r.stdout_text, Catch::Contains(":memory:/\n"));
+  }
+}
+
+TEST_CASE("the program starts with no signal blocked or ignored, whatever troupe's own are",
+          "[tools][sandbox]") {
+  troupe::test::temp_dir ws;
+  // The caller ignores SIGPIPE and blocks SIGUSR1 (servers do such things); neither may
+  // reach the sandboxed program, nor may the runner's own blocking around its spawn.
+  struct sigaction ignore {};
+  ignore.sa_handler = SIG_IGN;
+  struct sigaction previous {};
+  ::sigaction(SIGPIPE, &ignore, &previous);
+  sigset_t usr1;
+  sigemptyset(&usr1);
+  sigaddset(&usr1, SIGUSR1);
+  sigset_t previous_mask;
+  ::pthread_sigmask(SIG_BLOCK, &usr1, &previous_mask);
+  sandbox_options host;
+  host.allow_host = true;
+  for (const auto& options : {sandbox_options{}, host}) {
+    auto r = run_in_sandbox({"/usr/bin/grep", "-E", "^Sig(Blk|Ign)", "/proc/self/status"},
+                            ws.path(), {}, options);
+    CHECK(r.exit_code == 0);
+    CHECK(r.stdout_text == "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
+  }
+  ::pthread_sigmask(SIG_SETMASK, &previous_mask, nullptr);
+  ::sigaction(SIGPIPE, &previous, nullptr);
+}
+
+TEST_CASE("a program that exits without reading its stdin does not take troupe down",
+          "[tools][sandbox]") {
+  troupe::test::temp_dir ws;
+  sandbox_request request;
+  request.argv = {"/usr/bin/true"};
+  request.workspace = ws.path();
+  request.stdin_data.assign(4 * 1024 * 1024, 'x'); // far more than a pipe holds
+  sandbox_options host;
+  host.allow_host = true;
+  for (const auto& options : {sandbox_options{}, host}) {
+    asio::io_context io;
+    sandbox_runner runner(options);
+    sandbox_result result;
+    result.exit_code = -1;
+    asio::co_spawn(io, runner.run(request),
+                   [&result](std::exception_ptr, sandbox_result r) { result = std::move(r); });
+    io.run(); // without protection, SIGPIPE ends this test binary here
+    CHECK(result.exit_code == 0);
+  }
 }

@@ -48,7 +48,11 @@ cgroup_v1::cgroup_v1(const std::filesystem::path& root, const std::string& name)
     : pids_dir_(make_group(root, "pids", name)), memory_dir_(make_group(root, "memory", name)) {}
 
 cgroup_v1::~cgroup_v1() {
-  kill_all();
+  // Normally empty by now (the runner waits for the tree's exit); otherwise kill what is
+  // left and give it a bounded time to leave, so that the directories can be removed.
+  for (int round = 0; round < 200 && kill_pass() > 0; ++round) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
   for (const auto& dir : {pids_dir_, memory_dir_}) {
     if (!dir.empty()) {
       std::error_code ignored;
@@ -61,7 +65,7 @@ bool cgroup_v1::limit_pids(unsigned max_pids) {
   if (pids_dir_.empty() || !write_file(pids_dir_ / "pids.max", std::to_string(max_pids))) {
     return false;
   }
-  procs_files_.push_back((pids_dir_ / "cgroup.procs").string());
+  tasks_files_.push_back((pids_dir_ / "tasks").string());
   return true;
 }
 
@@ -72,35 +76,41 @@ bool cgroup_v1::limit_memory(std::size_t bytes) {
   }
   // Without swap accounting memsw is absent; the plain limit still holds.
   write_file(memory_dir_ / "memory.memsw.limit_in_bytes", std::to_string(bytes));
-  procs_files_.push_back((memory_dir_ / "cgroup.procs").string());
+  tasks_files_.push_back((memory_dir_ / "tasks").string());
   return true;
 }
 
-void cgroup_v1::kill_all() {
+std::size_t cgroup_v1::kill_pass() {
+  std::size_t found = 0;
   for (const auto& dir : {pids_dir_, memory_dir_}) {
     if (dir.empty()) {
       continue;
     }
-    for (int round = 0; round < 200; ++round) {
-      const auto pids = read_pids(dir / "cgroup.procs");
-      if (pids.empty()) {
-        break;
-      }
-      for (const auto pid : pids) {
-        ::kill(pid, SIGKILL);
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    for (const auto pid : read_pids(dir / "cgroup.procs")) {
+      ::kill(pid, SIGKILL);
+      ++found;
     }
   }
+  return found;
 }
 
 bool cgroup_v1::oom_killed() const {
   if (memory_dir_.empty()) {
     return false;
   }
-  std::ifstream in(memory_dir_ / "memory.failcnt");
+  // memory.oom_control counts OOM kills ("oom_kill N", Linux 4.13+); failcnt counts hits
+  // of the limit, but recent kernels leave it at 0 for v1 groups.
+  std::ifstream control(memory_dir_ / "memory.oom_control");
+  std::string key;
+  unsigned long value = 0;
+  while (control >> key >> value) {
+    if (key == "oom_kill" && value > 0) {
+      return true;
+    }
+  }
+  std::ifstream failcnt(memory_dir_ / "memory.failcnt");
   unsigned long count = 0;
-  in >> count;
+  failcnt >> count;
   return count > 0;
 }
 
