@@ -292,6 +292,15 @@ expected<std::string> attach_files(const api_state& state, const api_caller& cal
       target = workspace / fmt::format("{}-{}{}", stem, n, ext);
     }
     std::filesystem::copy_file(state.data_dir / f->storage_path, target, ec);
+    if (!ec) {
+      // Readable by the sandbox's uid (the store keeps its copy 0600). The workspaces
+      // directory is 0711: nobody else can list it to find the file.
+      std::filesystem::permissions(
+          target,
+          std::filesystem::perms::owner_read | std::filesystem::perms::owner_write |
+              std::filesystem::perms::group_read | std::filesystem::perms::others_read,
+          ec);
+    }
     if (ec) {
       answer = http_response::error(500, "io_error",
                                     fmt::format("files: cannot copy '{}' into the workspace", id));

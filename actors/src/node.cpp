@@ -293,6 +293,21 @@ expected<endpoint> node::start() {
   if (sandbox.allow_host) {
     log::warn("tools.allow_host = true: code runs on the host WITHOUT the sandbox");
   }
+  {
+    // Conversations' workspaces live here; the sandbox's uid must be able to reach them.
+    const auto workspaces = d.config.data_dir / "workspaces";
+    std::error_code ec;
+    std::filesystem::create_directories(workspaces, ec);
+    // Searchable, not listable: the sandbox's uid enters its own workspace by name.
+    std::filesystem::permissions(workspaces,
+                                 std::filesystem::perms::owner_all |
+                                     std::filesystem::perms::group_exec |
+                                     std::filesystem::perms::others_exec,
+                                 ec);
+    if (auto reach = tools::check_sandbox_reach(workspaces, sandbox); !reach) {
+      log::warn("{}", reach.error().message);
+    }
+  }
   d.http = std::make_unique<net::http_client>(asio::make_strand(d.io));
   chat_service_options chat_options;
   chat_options.writer = d.store_writer;

@@ -3,6 +3,8 @@
 // OpenAI-compatible endpoint, the authorization matrix of the chat routes, and that a
 // client leaving a stream leaks nothing.
 
+#include <unistd.h>
+
 #include <csignal>
 #include <cstdlib>
 #include <map>
@@ -490,4 +492,98 @@ TEST_CASE("with no provider configured every answer says it comes from the scrip
   const auto trace = parse_sse(c.read_until("data: [DONE]", 20s));
   REQUIRE(trace.data.size() >= 2);
   CHECK_THAT(trace.data[trace.data.size() - 2], Catch::Contains(R"("demo":true)"));
+}
+
+TEST_CASE("a data task end to end: CSV in, totals CSV and PNG chart out and downloadable",
+          "[integration][chat][sandbox]") {
+  // The agent's code runs in the real sandbox (bubblewrap, seccomp, rlimits).
+  const std::string code = "import pandas as pd\n"
+                           "import matplotlib\n"
+                           "matplotlib.use('Agg')\n"
+                           "import matplotlib.pyplot as plt\n"
+                           "df = pd.read_csv('sales.csv')\n"
+                           "totals = df.groupby('region', as_index=False)['amount'].sum()\n"
+                           "totals.to_csv('totals.csv', index=False)\n"
+                           "totals.plot.bar(x='region', y='amount')\n"
+                           "plt.savefig('totals.png')\n"
+                           "print(totals.to_string(index=False))\n";
+  troupe::json_writer script;
+  script.begin_array();
+  script.begin_object().key("match").begin_object().key("user").value("compute the totals");
+  script.key("has_tool_result").value(false).end_object();
+  script.key("reply").begin_object().key("tool_calls").begin_array().begin_object();
+  script.key("name").value("code_interpreter").key("arguments").begin_object();
+  script.key("language").value("python").key("code").value(code).end_object();
+  script.end_object().end_array().end_object().end_object();
+  script.begin_object().key("match").begin_object().key("user").value("compute the totals");
+  script.key("has_tool_result").value(true).end_object();
+  script.key("reply").begin_object().key("text").value(
+      "The totals by region are in totals.csv, with a bar chart in totals.png.");
+  script.end_object().end_object().end_array();
+  troupe::net::mock_llm_options options;
+  auto rules = troupe::net::parse_mock_script(std::move(script).str());
+  REQUIRE(rules);
+  options.rules = std::move(*rules);
+  mock_llm_fixture mock(std::move(options));
+  const std::string agents =
+      "[[providers]]\nname = \"mock\"\ntype = \"openai-compatible\"\nbase_url = \"" +
+      mock.base_url() +
+      "\"\n[[agents]]\nname = \"analyst\"\nprovider = \"mock\"\nmodel = \"mock-llm\"\n"
+      "tools = [\"code_interpreter\", \"read\", \"finish\"]\n";
+  api_server s(fast_retention + "max_upload_bytes = 100000\n", agents);
+  REQUIRE(s.port() != 0);
+  // The test's temporary directory is private (0700): as root, troupe warns at start that
+  // the sandbox's uid cannot reach the workspaces under it. Allow search, as the warning
+  // says.
+  const auto root = s.data_dir().parent_path();
+  if (::geteuid() == 0) {
+    CHECK_THAT(s.process().output(), Catch::Contains("chmod o+x " + root.string()));
+  }
+  std::filesystem::permissions(root, std::filesystem::perms::others_exec,
+                               std::filesystem::perm_options::add);
+
+  const std::string csv = "region,amount\nnorth,10\nsouth,5\nnorth,7\neast,1\nsouth,2\n";
+  const std::string form =
+      "--XyZ\r\nContent-Disposition: form-data; name=\"file\"; filename=\"sales.csv\"\r\n"
+      "Content-Type: text/csv\r\n\r\n" +
+      csv + "\r\n--XyZ--\r\n";
+  const auto uploaded =
+      http_exchange(s.port(), "POST", "/api/v1/files", form,
+                    "Authorization: Bearer " + s.admin() +
+                        "\r\nContent-Type: multipart/form-data; boundary=XyZ\r\n");
+  REQUIRE(status_of(uploaded) == 201);
+  const auto file_id = json_field(body_of(uploaded), "id");
+
+  // An unknown attachment is refused before anything runs.
+  CHECK(status_of(s.call("POST", "/api/v1/chat", s.admin(),
+                         R"({"agent":"analyst","message":"x","files":["nope"]})")) == 404);
+
+  const auto answer = s.call("POST", "/api/v1/chat", s.admin(),
+                             R"({"agent":"analyst","message":"compute the totals","files":[")" +
+                                 file_id + R"("]})");
+  REQUIRE(status_of(answer) == 200);
+  const auto body = body_of(answer);
+  INFO(body);
+  INFO(body_of(s.call("GET", "/api/v1/runs/" + json_field(body, "run_id") + "/steps", s.admin())));
+  REQUIRE(json_field(body, "status") == "succeeded");
+  REQUIRE_THAT(body, Catch::Contains(R"("name":"code_interpreter","status":"success")"));
+  // Both outputs are the run's files, each with a signed link that downloads it.
+  const std::regex file_entry(
+      R"re("name":"([^"]+)","path":"[^"]*","mime_type":"([^"]+)","size_bytes":[0-9]+,"id":"[^"]+","download_url":"([^"]+)")re");
+  std::map<std::string, std::pair<std::string, std::string>> files;
+  for (auto it = std::sregex_iterator(body.begin(), body.end(), file_entry);
+       it != std::sregex_iterator(); ++it) {
+    files[(*it)[1].str()] = {(*it)[2].str(), (*it)[3].str()};
+  }
+  REQUIRE(files.count("totals.csv") == 1);
+  REQUIRE(files.count("totals.png") == 1);
+  CHECK(files["totals.csv"].first == "text/csv");
+  CHECK(files["totals.png"].first == "image/png");
+  const auto totals = s.call("GET", files["totals.csv"].second, "");
+  CHECK(status_of(totals) == 200);
+  CHECK(body_of(totals) == "region,amount\neast,1\nnorth,17\nsouth,7\n");
+  const auto chart = s.call("GET", files["totals.png"].second, "");
+  CHECK(status_of(chart) == 200);
+  CHECK(body_of(chart).starts_with("\x89PNG\r\n\x1a\n"));
+  CHECK_THAT(header_value(chart, "Content-Disposition"), Catch::Contains("totals.png"));
 }

@@ -26,6 +26,7 @@
 #include <sched.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
+#include <sys/stat.h>
 #include <sys/syscall.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -39,6 +40,38 @@ namespace troupe::tools {
 namespace asio = boost::asio;
 using namespace asio::experimental::awaitable_operators;
 using std::chrono::steady_clock;
+
+expected<void> check_sandbox_reach(const std::filesystem::path& dir,
+                                   const sandbox_options& options) {
+  if (::geteuid() != 0 || options.allow_host) {
+    return {};
+  }
+  std::error_code ec;
+  auto path = std::filesystem::weakly_canonical(dir, ec);
+  if (ec) {
+    path = std::filesystem::absolute(dir);
+  }
+  for (auto p = path; !p.empty(); p = p.parent_path()) {
+    struct stat st {};
+    if (::stat(p.c_str(), &st) == 0) {
+      const bool searchable = st.st_uid == options.uid   ? (st.st_mode & S_IXUSR) != 0
+                              : st.st_gid == options.gid ? (st.st_mode & S_IXGRP) != 0
+                                                         : (st.st_mode & S_IXOTH) != 0;
+      if (!searchable) {
+        return fail(errc::permission_denied,
+                    fmt::format("sandboxed code runs as uid {}, which cannot enter {} (mode {:o}): "
+                                "workspaces under {} cannot be bound and code will not run; "
+                                "allow search with `chmod o+x {}` or choose another data_dir",
+                                options.uid, p.string(), st.st_mode & 07777, dir.string(),
+                                p.string()));
+      }
+    }
+    if (p == p.root_path()) {
+      break;
+    }
+  }
+  return {};
+}
 
 std::string truncation_marker(std::size_t dropped_bytes) {
   return fmt::format("\n[troupe: output truncated; {} more bytes were dropped]\n", dropped_bytes);

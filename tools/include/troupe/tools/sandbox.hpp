@@ -18,6 +18,8 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
+#include "troupe/runtime/error.hpp"
+
 namespace troupe::tools {
 
 /// Resource limits of one sandboxed run.
@@ -112,5 +114,12 @@ private:
 
 /// The marker appended to captured output that was cut at the cap.
 std::string truncation_marker(std::size_t dropped_bytes);
+
+/// When troupe runs as root, sandboxed programs (and bubblewrap) run as `options.uid`,
+/// which must be able to reach `dir` to bind it as the workspace: every ancestor must be
+/// searchable by that uid. Fails with permission_denied naming the first directory that
+/// is not (and how to fix it); succeeds at once when troupe does not run as root.
+expected<void> check_sandbox_reach(const std::filesystem::path& dir,
+                                   const sandbox_options& options = {});
 
 } // namespace troupe::tools
