@@ -6,6 +6,7 @@
 #include <charconv>
 #include <filesystem>
 #include <set>
+#include <variant>
 
 #include <simdjson.h>
 
@@ -17,6 +18,7 @@
 #include "troupe/net/sse.hpp"
 #include "troupe/runtime/crypto.hpp"
 #include "troupe/runtime/json_writer.hpp"
+#include "troupe/runtime/run_event.hpp"
 #include "troupe/storage/repositories.hpp"
 #include "troupe/storage/write_op.hpp"
 
@@ -30,12 +32,6 @@ namespace asio = boost::asio;
 using closed_atom = caf::atom_constant<caf::atom("closed")>;
 
 constexpr auto write_timeout = std::chrono::seconds(10);
-
-std::int64_t unix_seconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 struct sink_state {
   net::response_stream stream;
@@ -187,7 +183,7 @@ bool is_demo_agent(const api_state& state, const storage::agent_record& agent) {
 std::string run_outcome_json(const api_state& state, const std::string& conversation_id, bool demo,
                              const run_result& r) {
   const auto expires =
-      unix_seconds() +
+      unix_seconds_now() +
       std::chrono::duration_cast<std::chrono::seconds>(state.config.signed_link_ttl).count();
   json_writer w;
   w.begin_object();
@@ -425,7 +421,9 @@ asio::awaitable<expected<started_chat>> start_chat(state_ptr state, request_cont
   co_return started_chat{std::move(*run), std::move(*agent), demo};
 }
 
-asio::awaitable<http_response> chat(state_ptr state, request_context& ctx, api_caller caller) {
+/// `start_chat`, or the answer that refuses it (no chat service, bad request, …).
+asio::awaitable<std::variant<started_chat, http_response>>
+begin_chat(state_ptr state, request_context& ctx, api_caller caller) {
   if (!state->chat) {
     co_return no_chat();
   }
@@ -435,6 +433,16 @@ asio::awaitable<http_response> chat(state_ptr state, request_context& ctx, api_c
   if (!started) {
     co_return answer ? std::move(*answer) : detail::error_response(started.error());
   }
+  co_return std::move(*started);
+}
+
+asio::awaitable<http_response> chat(state_ptr state, request_context& ctx, api_caller caller) {
+  auto beginning = begin_chat(state, ctx, caller);
+  auto begun = co_await std::move(beginning);
+  if (auto* refused = std::get_if<http_response>(&begun)) {
+    co_return std::move(*refused);
+  }
+  auto* started = &std::get<started_chat>(begun);
   const auto agent_timeout =
       agent_from_record(started->agent, "").value_or(agent_settings{}).timeout;
   const auto limit = std::chrono::duration_cast<std::chrono::milliseconds>(agent_timeout) +
@@ -464,15 +472,12 @@ std::string native_sse(const journal_entry& e) {
 
 asio::awaitable<http_response> chat_stream(state_ptr state, request_context& ctx,
                                            api_caller caller) {
-  if (!state->chat) {
-    co_return no_chat();
+  auto beginning = begin_chat(state, ctx, caller);
+  auto begun = co_await std::move(beginning);
+  if (auto* refused = std::get_if<http_response>(&begun)) {
+    co_return std::move(*refused);
   }
-  std::optional<http_response> answer;
-  auto pending = start_chat(state, ctx, caller, answer);
-  auto started = co_await std::move(pending);
-  if (!started) {
-    co_return answer ? std::move(*answer) : detail::error_response(started.error());
-  }
+  auto* started = &std::get<started_chat>(begun);
   auto stream = ctx.begin_sse({{"X-Troupe-Run-Id", started->run.run_id},
                                {"X-Troupe-Conversation-Id", started->run.conversation_id}});
   // A client that leaves /chat/stream cancels its run (a durable run is POST /runs).
@@ -483,15 +488,12 @@ asio::awaitable<http_response> chat_stream(state_ptr state, request_context& ctx
 
 asio::awaitable<http_response> create_run(state_ptr state, request_context& ctx,
                                           api_caller caller) {
-  if (!state->chat) {
-    co_return no_chat();
+  auto beginning = begin_chat(state, ctx, caller);
+  auto begun = co_await std::move(beginning);
+  if (auto* refused = std::get_if<http_response>(&begun)) {
+    co_return std::move(*refused);
   }
-  std::optional<http_response> answer;
-  auto pending = start_chat(state, ctx, caller, answer);
-  auto started = co_await std::move(pending);
-  if (!started) {
-    co_return answer ? std::move(*answer) : detail::error_response(started.error());
-  }
+  auto* started = &std::get<started_chat>(begun);
   json_writer w;
   w.begin_object().key("run_id").value(started->run.run_id);
   w.key("conversation_id").value(started->run.conversation_id);

@@ -18,6 +18,7 @@
 #include "troupe/actors/api_routes.hpp"
 #include "troupe/runtime/crypto.hpp"
 #include "troupe/runtime/json_writer.hpp"
+#include "troupe/runtime/run_event.hpp"
 #include "troupe/storage/file_store.hpp"
 #include "troupe/storage/repositories.hpp"
 #include "troupe/storage/write_op.hpp"
@@ -32,12 +33,6 @@ using net::request_context;
 using state_ptr = std::shared_ptr<api_state>;
 
 constexpr auto write_timeout = std::chrono::seconds(10);
-
-std::int64_t unix_seconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 // One part of a multipart/form-data body.
 struct form_part {
@@ -196,7 +191,7 @@ std::string content_disposition(std::string_view name) {
 
 void write_file(json_writer& w, const storage::file_record& f, const api_state& state) {
   const auto expires =
-      unix_seconds() +
+      unix_seconds_now() +
       std::chrono::duration_cast<std::chrono::seconds>(state.config.signed_link_ttl).count();
   w.begin_object();
   w.key("id").value(f.uuid);
@@ -357,7 +352,7 @@ asio::awaitable<http_response> download(state_ptr state, net::route_handler with
   if (ec != std::errc{} || ptr != expires.data() + expires.size() ||
       !check_file_signature(state->link_secret, uuid, expires, sig)) {
     response = http_response::error(403, "permission_denied", "the link's signature is invalid");
-  } else if (until < unix_seconds()) {
+  } else if (until < unix_seconds_now()) {
     response = http_response::error(403, "permission_denied", "the link has expired");
   } else {
     auto f = state->reads->with(

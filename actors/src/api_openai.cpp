@@ -13,6 +13,7 @@
 #include "api_json.hpp"
 #include "troupe/actors/bridge.hpp"
 #include "troupe/runtime/json_writer.hpp"
+#include "troupe/runtime/run_event.hpp"
 #include "troupe/storage/repositories.hpp"
 
 namespace troupe::actors {
@@ -26,12 +27,6 @@ using state_ptr = std::shared_ptr<api_state>;
 
 constexpr std::size_t max_message_bytes = 256 * 1024;
 constexpr auto chat_grace = std::chrono::seconds(60);
-
-std::int64_t unix_seconds() {
-  return std::chrono::duration_cast<std::chrono::seconds>(
-             std::chrono::system_clock::now().time_since_epoch())
-      .count();
-}
 
 http_response openai_error(unsigned status, std::string_view type, std::string_view message,
                            std::string_view param = {}) {
@@ -208,7 +203,7 @@ class chunk_translator {
 public:
   chunk_translator(std::string id, std::string model, bool include_usage)
       : id_(std::move(id)), model_(std::move(model)), include_usage_(include_usage),
-        created_(unix_seconds()) {}
+        created_(unix_seconds_now()) {}
 
   std::string operator()(const journal_entry& e) {
     if (e.event == "message") {
@@ -416,7 +411,7 @@ asio::awaitable<http_response> completions(state_ptr state, request_context& ctx
   }
   json_writer w;
   w.begin_object().key("id").value(completion_id).key("object").value("chat.completion");
-  w.key("created").value(unix_seconds()).key("model").value(agent->name);
+  w.key("created").value(unix_seconds_now()).key("model").value(agent->name);
   w.key("choices").begin_array().begin_object().key("index").value(0);
   w.key("message").begin_object().key("role").value("assistant");
   w.key("content").value(result->text).key("refusal").value(nullptr).end_object();

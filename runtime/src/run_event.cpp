@@ -51,6 +51,12 @@ std::string run_event::to_json() const {
   return std::move(w).str();
 }
 
+std::int64_t unix_seconds_now() noexcept {
+  return std::chrono::duration_cast<std::chrono::seconds>(
+             std::chrono::system_clock::now().time_since_epoch())
+      .count();
+}
+
 std::int64_t unix_millis_now() noexcept {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
              std::chrono::system_clock::now().time_since_epoch())

@@ -142,6 +142,23 @@ setting_spec millis_spec(std::string_view key, std::string_view help, Member mem
           }};
 }
 
+/// A true | false key.
+template <class Member>
+setting_spec bool_spec(std::string_view key, std::string_view help, Member member) {
+  return {key, help,
+          [member](settings& s, std::string_view text) -> expected<void> {
+            if (text != "true" && text != "false") {
+              return fail(errc::invalid_argument,
+                          fmt::format("'{}' is not a boolean (expected true or false)", text));
+            }
+            std::invoke(member, s) = text == "true";
+            return {};
+          },
+          [member](const settings& s) {
+            return std::string(std::invoke(member, const_cast<settings&>(s)) ? "true" : "false");
+          }};
+}
+
 const std::vector<setting_spec>& specs() {
   static const std::vector<setting_spec> table = [] {
     std::vector<setting_spec> t;
@@ -328,32 +345,15 @@ const std::vector<setting_spec>& specs() {
           return {};
         },
         [](const settings& s) { return toml_string(join_commas(s.api.cors_origins)); }));
-    t.push_back(make_spec(
-        "api.open_metrics", "serve /metrics without a token (true | false)",
-        [](settings& s, std::string_view text) -> expected<void> {
-          if (text != "true" && text != "false") {
-            return fail(errc::invalid_argument,
-                        fmt::format("'{}' is not a boolean (expected true or false)", text));
-          }
-          s.api.open_metrics = text == "true";
-          return {};
-        },
-        [](const settings& s) { return std::string(s.api.open_metrics ? "true" : "false"); }));
+    t.push_back(bool_spec("api.open_metrics", "serve /metrics without a token (true | false)",
+                          [](settings& s) -> bool& { return s.api.open_metrics; }));
     t.push_back(millis_spec(
         "api.run_retention_ms", "how long a finished run's events stay in memory for replay",
         [](settings& s) -> std::chrono::milliseconds& { return s.api.run_retention; }, 0,
         86'400'000));
-    t.push_back(make_spec(
-        "tools.allow_host", "run code on the host without the sandbox (true | false; opt-in)",
-        [](settings& s, std::string_view text) -> expected<void> {
-          if (text != "true" && text != "false") {
-            return fail(errc::invalid_argument,
-                        fmt::format("'{}' is not a boolean (expected true or false)", text));
-          }
-          s.tools.allow_host = text == "true";
-          return {};
-        },
-        [](const settings& s) { return std::string(s.tools.allow_host ? "true" : "false"); }));
+    t.push_back(bool_spec("tools.allow_host",
+                          "run code on the host without the sandbox (true | false; opt-in)",
+                          [](settings& s) -> bool& { return s.tools.allow_host; }));
     t.push_back(millis_spec(
         "tools.timeout_ms", "longest a single tool call may take",
         [](settings& s) -> std::chrono::milliseconds& { return s.tools.timeout; }, 100,

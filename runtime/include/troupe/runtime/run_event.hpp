@@ -65,5 +65,7 @@ std::string_view to_string(run_event_type t) noexcept;
 
 /// Milliseconds since the Unix epoch, for event and record timestamps.
 std::int64_t unix_millis_now() noexcept;
+/// Seconds since the Unix epoch (link expiries, OpenAI `created`).
+std::int64_t unix_seconds_now() noexcept;
 
 } // namespace troupe
