@@ -1,0 +1,75 @@
+#pragma once
+
+/// \file
+/// What `troupe bench` reads about a process from outside, through /proc: resident
+/// memory (VmRSS) and its peak (VmHWM, which can be reset), CPU time, and the kernel's
+/// socket memory (/proc/net/sockstat, which no process's RSS includes). Linux only.
+
+#include <sys/types.h>
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <thread>
+
+#include "troupe/runtime/error.hpp"
+
+namespace troupe::bench {
+
+/// Resident memory of a process, in KiB.
+struct process_memory {
+  /// VmRSS: resident now.
+  std::uint64_t rss_kib = 0;
+  /// VmHWM: the peak of VmRSS since start or since the last `reset_peak_memory`.
+  std::uint64_t hwm_kib = 0;
+  /// Threads of the process.
+  std::uint64_t threads = 0;
+};
+
+/// Reads /proc/<pid>/status; `not_found` when the process is gone.
+expected<process_memory> read_process_memory(pid_t pid);
+
+/// Resets VmHWM to the current RSS (`echo 5 > /proc/<pid>/clear_refs`), so that a later
+/// reading is the peak of what happened in between. False when the kernel refused.
+bool reset_peak_memory(pid_t pid);
+
+/// User + system CPU time the process has used, from /proc/<pid>/stat.
+expected<std::chrono::microseconds> read_process_cpu(pid_t pid);
+
+/// Kernel socket counters of the whole machine (/proc/net/sockstat).
+struct socket_stats {
+  /// TCP sockets in use, allocated, and the pages of memory TCP buffers hold.
+  std::uint64_t tcp_inuse = 0;
+  std::uint64_t tcp_alloc = 0;
+  std::uint64_t tcp_mem_pages = 0;
+  /// All sockets in use (any family).
+  std::uint64_t sockets_used = 0;
+
+  /// TCP buffer memory in KiB.
+  std::uint64_t tcp_mem_kib() const noexcept;
+};
+
+expected<socket_stats> read_socket_stats();
+
+/// Samples a process's VmRSS on its own thread every `interval` and keeps the largest
+/// value seen (VmHWM is the kernel's exact peak; the sampler is a cross-check that works
+/// where clear_refs is refused).
+class memory_sampler {
+public:
+  memory_sampler(pid_t pid, std::chrono::milliseconds interval);
+  ~memory_sampler();
+  memory_sampler(const memory_sampler&) = delete;
+  memory_sampler& operator=(const memory_sampler&) = delete;
+
+  /// The largest VmRSS sampled so far, in KiB.
+  std::uint64_t peak_kib() const noexcept {
+    return peak_kib_.load();
+  }
+
+private:
+  std::atomic<bool> stop_{false};
+  std::atomic<std::uint64_t> peak_kib_{0};
+  std::thread thread_;
+};
+
+} // namespace troupe::bench
