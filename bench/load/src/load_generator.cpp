@@ -117,7 +117,8 @@ asio::awaitable<void> open_loop(std::shared_ptr<run_state> s) {
 
 asio::awaitable<void> closed_worker(std::shared_ptr<run_state> s) {
   const auto end = s->started + s->options.duration;
-  while (clock_type::now() < end) {
+  const auto max = s->options.max_requests;
+  while (clock_type::now() < end && (max == 0 || s->result.sent < max)) {
     const auto sent = clock_type::now();
     ++s->result.sent;
     ++s->in_flight;

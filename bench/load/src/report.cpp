@@ -167,6 +167,14 @@ std::string to_json(const bench_report& report) {
   root["metrics"] = std::move(metrics);
   root["steps"] = report.steps;
   root["distributions"] = report.distributions;
+  for (const auto& [key, value] : report.extra) {
+    root[key] = value;
+  }
+  json::array tables;
+  for (const auto& t : report.tables) {
+    tables.push_back(json::string(t));
+  }
+  root["tables"] = std::move(tables);
   json::array notes;
   for (const auto& n : report.notes) {
     notes.push_back(json::string(n));
@@ -187,6 +195,9 @@ std::string format_table(const bench_report& report) {
   out += fmt::format("  {:<{}}  {:>14}\n", "metric", width, "value");
   for (const auto& [name, value] : report.metrics) {
     out += fmt::format("  {:<{}}  {:>14}\n", name, width, format_number(value));
+  }
+  for (const auto& t : report.tables) {
+    out += "\n" + t + (t.ends_with('\n') ? "" : "\n");
   }
   for (const auto& n : report.notes) {
     out += fmt::format("note: {}\n", n);

@@ -48,6 +48,8 @@ struct load_options {
   /// (they are not sent, and not waited for) so an overwhelmed target cannot exhaust
   /// the machine's sockets.
   unsigned max_in_flight = 10'000;
+  /// Closed loop: stop starting requests after this many (0: only `duration` limits).
+  std::uint64_t max_requests = 0;
   /// A line per second on stderr ("" silences it).
   std::string progress_label;
 };

@@ -33,6 +33,10 @@ struct bench_report {
   boost::json::array steps;
   /// Percentile curves, name -> [[percentile, microseconds], ...], for charts.
   boost::json::object distributions;
+  /// Preformatted text tables (a side-by-side comparison), printed under the metrics.
+  std::vector<std::string> tables;
+  /// Further top-level JSON fields of the scenario (e.g. "peers": the results compared).
+  boost::json::object extra;
   /// Caveats a reader must see (a half not run, a target missed).
   std::vector<std::string> notes;
   /// Machine facts at start and end (`machine_info()`).
