@@ -100,11 +100,41 @@ void add_bench_command(CLI::App& cli, command_action& action) {
                   "loopback URL of a mock-llm / OpenAI-compatible server (default: start a "
                   "mock-llm in-process on 127.0.0.1:0)");
   cmd->add_option("--via", opts->options.via,
-                  "loopback URL of the path under test (e.g. troupe's chat route); overhead "
-                  "compares it with --target, throughput and stream load it instead");
+                  "the path under test: 'troupe' (troupe's OpenAI-compatible route, a troupe "
+                  "started here unless --troupe) or a loopback URL; overhead and stream compare "
+                  "it with --target, throughput loads it instead");
+  cmd->add_option("--troupe", opts->options.troupe_url,
+                  "loopback URL of a running troupe to use instead of starting one (needs "
+                  "--token; the bench creates its provider and agents through the admin API)");
+  cmd->add_option("--token", opts->options.troupe_token, "an admin token of --troupe");
+  cmd->add_option("--troupe-pid", opts->options.troupe_pid,
+                  "pid of --troupe, for memory and CPU readings from /proc");
+  cmd->add_option("--troupe-data-dir", opts->options.troupe_data_dir,
+                  "data directory of --troupe (agent, storage: workspaces and database)");
+  cmd->add_option("--troupe-set", opts->options.troupe_settings,
+                  "KEY=VALUE setting for the troupe started here (dotted key, TOML value), "
+                  "e.g. server.io_threads=2; repeatable");
+  cmd->add_flag("--keep-troupe-dir", opts->options.keep_troupe_dir,
+                "keep the started troupe's temporary directory (config, data, log)");
+  cmd->add_option("--runs", opts->options.runs,
+                  "agent, storage: measured runs per level (default 200 / 2000 / 5000 at "
+                  "concurrency 1 / 100 / 1000, as the peers)");
+  cmd->add_option("--conversations", opts->options.conversations,
+                  "idle: conversations, each with a waiting run and a subscriber (default 1000)");
+  cmd->add_option("--peers", opts->options.peers_dir,
+                  "agent: directory of the peers' JSON results (bench/peers/results) to put "
+                  "side by side with troupe, as ratios");
+  cmd->add_option("--peers-out", opts->options.peers_out,
+                  "agent: also write troupe-c<N>.json in the peers' format into this directory");
+  cmd->add_option("--agent-script", opts->options.agent_script,
+                  "agent, storage: mock-llm script (default bench/peers/agent_scenario.jsonl)");
+  cmd->add_option("--agent-fixture", opts->options.agent_fixture,
+                  "agent, storage: the input.txt put into each workspace (default "
+                  "bench/peers/fixtures/input.txt)");
   cmd->add_option("--rate", opts->options.rate, "open loop: requests per second (fixed step)");
   cmd->add_option("--concurrency", opts->options.concurrency,
-                  "closed loop: concurrent workers / streams");
+                  "closed loop: concurrent workers / streams (agent: one level instead of 1, "
+                  "100 and 1000; storage: default 100)");
   cmd->add_option("--duration", opts->duration_s, "seconds to run (throughput: per step)")
       ->capture_default_str();
   cmd->add_option("--timeout-ms", opts->timeout_ms, "deadline of each request")
@@ -122,7 +152,8 @@ void add_bench_command(CLI::App& cli, command_action& action) {
   cmd->add_option("--compare", opts->compare, "print ratios B/A of the metrics of two reports")
       ->expected(2);
   cmd->footer("Targets must be loopback (127.0.0.0/8, ::1, localhost); anything else is "
-              "refused before a packet is sent.");
+              "refused before a packet is sent. Every request to troupe carries its admin "
+              "token (read from <data-dir>/admin.token for a troupe started here).");
   cmd->callback([&action, opts] {
     opts->options.command_line = own_command_line();
     action = [opts] { return run_bench(*opts); };

@@ -1,55 +1,19 @@
-#include <array>
 #include <chrono>
-#include <cstdio>
+#include <cstdint>
 #include <filesystem>
 #include <fstream>
-#include <sstream>
 #include <string>
 
-#include <boost/json/parse.hpp>
 #include <catch2/catch.hpp>
 
+#include "bench/bench_command.hpp"
 #include "net/mock_llm_fixture.hpp"
 #include "support/troupe_process.hpp"
 
 namespace json = boost::json;
-
-namespace {
-
-struct command_result {
-  int status = -1;
-  std::string output;
-  std::chrono::milliseconds took{0};
-};
-
-command_result run_command(const std::string& command) {
-  command_result r;
-  const auto start = std::chrono::steady_clock::now();
-  FILE* pipe = popen(command.c_str(), "r");
-  REQUIRE(pipe != nullptr);
-  std::array<char, 4096> buffer{};
-  while (auto n = std::fread(buffer.data(), 1, buffer.size(), pipe)) {
-    r.output.append(buffer.data(), n);
-  }
-  const int raw = pclose(pipe);
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  r.took = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() -
-                                                                 start);
-  return r;
-}
-
-json::object read_report(const std::filesystem::path& path) {
-  std::ifstream in(path);
-  std::stringstream text;
-  text << in.rdbuf();
-  auto v = json::parse(text.str());
-  REQUIRE(v.is_object());
-  return v.as_object();
-}
-
-const std::string bench = std::string(TROUPE_BINARY) + " bench ";
-
-} // namespace
+using troupe::test::bench;
+using troupe::test::read_report;
+using troupe::test::run_command;
 
 TEST_CASE("troupe bench refuses a target outside loopback before sending anything",
           "[bench][cli]") {
@@ -135,12 +99,14 @@ TEST_CASE("troupe bench --compare prints the ratio of every shared metric", "[be
   CHECK(bad.status == 2);
 }
 
-TEST_CASE("troupe bench declares the chat-API scenarios and says what they wait for",
+TEST_CASE("troupe bench refuses options that do not fit the scenario before starting anything",
           "[bench][cli]") {
   for (const std::string scenario : {"idle", "agent", "storage"}) {
-    auto r = run_command(bench + "--scenario " + scenario + " 2>&1");
-    CHECK(r.status == 3);
-    CHECK(r.output.find("needs the chat API (issue 6)") != std::string::npos);
+    INFO(scenario);
+    // These run against troupe with a mock-llm of their own: no --target, no --via.
+    auto r = run_command(bench + "--scenario " + scenario + " --target http://127.0.0.1:9 2>&1");
+    CHECK(r.status == 2);
+    CHECK(r.output.find("no --target or --via") != std::string::npos);
   }
   auto unknown = run_command(bench + "--scenario nonsense 2>&1");
   CHECK(unknown.status == 2);
@@ -148,6 +114,18 @@ TEST_CASE("troupe bench declares the chat-API scenarios and says what they wait 
   auto loaded_overhead = run_command(bench + "--scenario overhead --rate 100 2>&1");
   CHECK(loaded_overhead.status == 2);
   CHECK(loaded_overhead.output.find("concurrency 1 by design") != std::string::npos);
+  auto no_token = run_command(bench + "--scenario overhead --via troupe --troupe "
+                                      "http://127.0.0.1:9 2>&1");
+  CHECK(no_token.status == 2);
+  CHECK(no_token.output.find("--token") != std::string::npos);
+  auto far_troupe = run_command(bench + "--scenario agent --troupe http://10.1.2.3:8080 --token "
+                                        "x 2>&1");
+  CHECK(far_troupe.status == 2);
+  CHECK(far_troupe.output.find("only talks to loopback") != std::string::npos);
+  auto bad_setting = run_command(bench + "--scenario overhead --via troupe --troupe-set nonsense "
+                                         "2>&1");
+  CHECK(bad_setting.status == 2);
+  CHECK(bad_setting.output.find("KEY=VALUE") != std::string::npos);
 }
 
 TEST_CASE("troupe bench stream measures paced tokens and gaps no shorter than the pacing",

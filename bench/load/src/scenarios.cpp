@@ -5,6 +5,7 @@
 #include <cstdlib>
 #include <memory>
 #include <optional>
+#include <regex>
 #include <thread>
 
 #include <boost/asio/awaitable.hpp>
@@ -16,8 +17,11 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "scenario_support.hpp"
 #include "troupe/bench/load_generator.hpp"
 #include "troupe/bench/loopback.hpp"
+#include "troupe/bench/process_stats.hpp"
+#include "troupe/bench/troupe_server.hpp"
 #include "troupe/net/http_client.hpp"
 #include "troupe/net/mock_llm_server.hpp"
 #include "troupe/net/sse_parser.hpp"
@@ -26,43 +30,9 @@ namespace troupe::bench {
 
 namespace asio = boost::asio;
 namespace json = boost::json;
-using clock_type = std::chrono::steady_clock;
+using namespace detail;
 
 namespace {
-
-constexpr std::string_view chat_api_scenarios[] = {"idle", "agent", "storage"};
-
-/// A mock-llm on its own io thread, for runs without --target.
-class local_mock {
-public:
-  local_mock() {
-    server_ = std::make_unique<net::mock_llm_server>(io_, net::mock_llm_options{});
-  }
-  ~local_mock() {
-    if (thread_.joinable()) {
-      asio::post(io_,
-                 [this] { server_->stop(std::chrono::milliseconds(200), [this] { io_.stop(); }); });
-      thread_.join();
-    }
-  }
-  local_mock(const local_mock&) = delete;
-  local_mock& operator=(const local_mock&) = delete;
-
-  expected<std::string> start() {
-    auto bound = server_->listen({"127.0.0.1", 0});
-    if (!bound) {
-      return tl::unexpected(bound.error());
-    }
-    server_->start();
-    thread_ = std::thread([this] { io_.run(); });
-    return fmt::format("http://127.0.0.1:{}", bound->port);
-  }
-
-private:
-  asio::io_context io_{1};
-  std::unique_ptr<net::mock_llm_server> server_;
-  std::thread thread_;
-};
 
 /// The request URL for a checked target: the chat completions route for a bare origin or
 /// an OpenAI-style base URL ending in /v1, else the URL's own path.
@@ -82,27 +52,6 @@ std::string chat_body(bool stream) {
       stream ? "true" : "false");
 }
 
-/// A prepared request a workload sends again and again.
-struct request_template {
-  std::string url;
-  std::string body;
-  std::vector<net::http_header> headers;
-};
-
-net::http_client_request make_request(const request_template& t,
-                                      std::chrono::milliseconds timeout) {
-  net::http_client_request r;
-  r.method = net::http_method::post;
-  r.url = t.url;
-  r.body = t.body;
-  r.headers = t.headers;
-  r.deadlines.connect = timeout;
-  r.deadlines.first_byte = timeout;
-  r.deadlines.idle = timeout;
-  r.deadlines.total = timeout;
-  return r;
-}
-
 request_template chat_template(std::string url, bool stream, unsigned tokens,
                                unsigned token_delay_ms) {
   request_template t;
@@ -115,22 +64,11 @@ request_template chat_template(std::string url, bool stream, unsigned tokens,
   return t;
 }
 
-/// One whole (non-streamed) chat completion; nullopt on a 200.
+/// One whole (non-streamed) chat completion; nullopt on a 2xx.
 asio::awaitable<std::optional<std::string>>
 post_chat(net::http_client& client, const request_template* t, std::chrono::milliseconds timeout) {
-  auto r = co_await client.fetch(make_request(*t, timeout));
-  if (!r) {
-    co_return error_kind(r.error());
-  }
-  if (r->status != 200) {
-    co_return fmt::format("http_{}", r->status);
-  }
-  co_return std::nullopt;
-}
-
-/// Unmeasured load before a measured run: a tenth of it, at most half a second.
-std::chrono::milliseconds default_warmup(std::chrono::milliseconds duration) {
-  return std::min<std::chrono::milliseconds>(duration / 10, std::chrono::milliseconds(500));
+  auto pending = send_request(client, t, timeout, nullptr);
+  co_return co_await std::move(pending);
 }
 
 // -- overhead --
@@ -180,21 +118,12 @@ overhead_pair(net::http_client& client, overhead_state* s, std::chrono::millisec
   co_return f ? f : g;
 }
 
-void add_errors(bench_report& report, const load_result& r) {
-  report.add("errors", static_cast<double>(r.failed));
-  for (const auto& [kind, n] : r.errors_by_kind) {
-    report.add("errors." + kind, static_cast<double>(n));
-  }
-}
-
 expected<void> run_overhead(const scenario_options& o, bench_report& report,
-                            const std::string& direct_url, const std::string& via_url) {
+                            request_template direct, std::optional<request_template> via) {
   overhead_state s;
-  const unsigned tokens = o.tokens ? o.tokens : 16;
-  s.direct = chat_template(direct_url, false, tokens, 0);
-  if (!via_url.empty()) {
-    s.via = chat_template(via_url, false, tokens, 0);
-  } else {
+  s.direct = std::move(direct);
+  s.via = std::move(via);
+  if (!s.via) {
     report.notes.push_back("no --via given: only the direct half ran (straight to the target); "
                            "the added latency needs a second path, e.g. troupe's chat route");
   }
@@ -254,8 +183,7 @@ json::object step_row(double rate, const load_result& r, bool pass) {
 }
 
 expected<void> run_throughput(const scenario_options& o, bench_report& report,
-                              const std::string& url) {
-  const auto t = chat_template(url, false, o.tokens ? o.tokens : 16, 0);
+                              const request_template& t) {
   const auto* tp = &t;
   workload_fn work = [tp](net::http_client& client, std::chrono::milliseconds timeout) {
     return post_chat(client, tp, timeout);
@@ -428,12 +356,16 @@ asio::awaitable<std::optional<std::string>> one_stream(net::http_client& client,
   co_return std::nullopt;
 }
 
-expected<void> run_stream(const scenario_options& o, bench_report& report, const std::string& url) {
-  stream_state s;
-  const unsigned delay = o.fire_hose ? 0 : o.token_delay_ms;
-  const unsigned tokens = o.tokens ? o.tokens : (o.fire_hose ? 1024 : 64);
-  s.request = chat_template(url, true, tokens, delay);
-  auto* sp = &s;
+struct stream_phase_result {
+  std::unique_ptr<stream_state> state;
+  load_result load;
+};
+
+stream_phase_result stream_phase(const scenario_options& o, const request_template& request,
+                                 unsigned tokens, unsigned delay, const std::string& label) {
+  stream_phase_result out{std::make_unique<stream_state>(), {}};
+  out.state->request = request;
+  auto* sp = out.state.get();
   workload_fn work = [sp](net::http_client& client, std::chrono::milliseconds timeout) {
     return one_stream(client, sp, timeout);
   };
@@ -441,42 +373,84 @@ expected<void> run_stream(const scenario_options& o, bench_report& report, const
   lo.concurrency = o.concurrency ? o.concurrency : 64;
   lo.duration = o.duration;
   lo.timeout = std::max(o.timeout, std::chrono::milliseconds(tokens * delay + 5'000));
-  lo.progress_label = o.progress ? (o.fire_hose ? "stream fire-hose" : "stream") : "";
-  const auto r = run_load(lo, work);
-  const double seconds = std::chrono::duration<double>(r.elapsed).count();
-  report.add("concurrency", lo.concurrency);
+  lo.progress_label = o.progress ? label : "";
+  out.load = run_load(lo, work);
+  return out;
+}
+
+double tokens_per_s(const stream_phase_result& r) {
+  const double seconds = std::chrono::duration<double>(r.load.elapsed).count();
+  return seconds > 0 ? static_cast<double>(r.state->tokens) / seconds : 0.0;
+}
+
+expected<void> run_stream(const scenario_options& o, bench_report& report,
+                          const request_template& loaded, std::optional<request_template> direct) {
+  const unsigned delay = o.fire_hose ? 0 : o.token_delay_ms;
+  const unsigned tokens = o.tokens ? o.tokens : (o.fire_hose ? 1024 : 64);
+  const std::string label = o.fire_hose ? "stream fire-hose" : "stream";
+  std::optional<stream_phase_result> baseline;
+  if (direct) {
+    baseline = stream_phase(o, *direct, tokens, delay, label + " direct");
+    // Let the mock close what the direct phase left open before the via phase starts.
+    std::this_thread::sleep_for(std::chrono::seconds(1));
+  }
+  const auto r = stream_phase(o, loaded, tokens, delay, direct ? label + " via" : label);
+  const auto& s = *r.state;
+  report.add("concurrency", o.concurrency ? o.concurrency : 64);
   report.add("tokens_per_stream", tokens);
   report.add("token_delay_ms", delay);
   report.add("streams_completed", static_cast<double>(s.streams));
   report.add("tokens_received", static_cast<double>(s.tokens));
-  report.add("tokens_per_s", seconds > 0 ? static_cast<double>(s.tokens) / seconds : 0.0);
+  report.add("tokens_per_s", tokens_per_s(r));
   report.add_latency("first_event", s.first_event);
   report.add_latency("ttft", s.ttft);
   report.add_latency("gap", s.gap);
-  report.add_latency("stream_duration", r.latency);
-  add_errors(report, r);
+  report.add_latency("stream_duration", r.load.latency);
+  add_errors(report, r.load);
+  if (baseline) {
+    const auto& d = *baseline->state;
+    report.add("direct.streams_completed", static_cast<double>(d.streams));
+    report.add("direct.tokens_per_s", tokens_per_s(*baseline));
+    report.add_latency("direct.first_event", d.first_event);
+    report.add_latency("direct.ttft", d.ttft);
+    report.add_latency("direct.gap", d.gap);
+    report.add("direct.errors", static_cast<double>(baseline->load.failed));
+    const auto added = [](const latency_histogram& via, const latency_histogram& base, double p) {
+      return (static_cast<double>(via.percentile_ns(p)) -
+              static_cast<double>(base.percentile_ns(p))) /
+             1e3;
+    };
+    for (const double p : {50.0, 99.0}) {
+      const auto suffix = p == 50 ? "p50_us" : "p99_us";
+      report.add(fmt::format("added.first_event.{}", suffix),
+                 added(s.first_event, d.first_event, p));
+      report.add(fmt::format("added.ttft.{}", suffix), added(s.ttft, d.ttft, p));
+      report.add(fmt::format("added.gap.{}", suffix), added(s.gap, d.gap, p));
+    }
+    report.notes.push_back(
+        "with --via the same load ran twice, straight to the mock (direct.*) and then through "
+        "the via path (the unprefixed figures); added.* = via percentile minus the direct one");
+  }
   report.notes.push_back(
       "TTFT (first chunk with text) and inter-token gaps are measured at the client, end "
       "to end; events that arrive in one read share a timestamp (gap 0). mock-llm sends a "
       "role-only chunk at once and paces the text after it, so TTFT includes one token "
-      "delay; first_event is the response latency. 'Added' figures need a --via path "
-      "through troupe's chat API (issue 6)");
+      "delay; first_event is the response latency");
   return {};
 }
 
 // One request before the run, so that a dead target is one clear error, not a report of
 // nothing but errors.
-expected<void> preflight(const std::string& url) {
+expected<void> preflight(const request_template& t) {
   asio::io_context io(1);
   net::http_client client(io.get_executor());
-  const auto t = chat_template(url, false, 1, 0);
   auto done =
-      asio::co_spawn(io, post_chat(client, &t, std::chrono::milliseconds(3'000)), asio::use_future);
+      asio::co_spawn(io, post_chat(client, &t, std::chrono::milliseconds(5'000)), asio::use_future);
   io.run();
   const auto failure = done.get();
   if (failure) {
     return fail(errc::unavailable,
-                fmt::format("target {} does not answer a chat completion ({})", url, *failure));
+                fmt::format("target {} does not answer a chat completion ({})", t.url, *failure));
   }
   return {};
 }
@@ -491,14 +465,154 @@ json::object options_json(const scenario_options& o) {
   j["tokens"] = o.tokens;
   j["token_delay_ms"] = o.token_delay_ms;
   j["fire_hose"] = o.fire_hose;
+  j["runs"] = o.runs;
+  j["conversations"] = o.conversations;
+  json::array settings;
+  for (const auto& kv : o.troupe_settings) {
+    settings.emplace_back(kv);
+  }
+  j["troupe_settings"] = std::move(settings);
   return j;
+}
+
+bool is_chat_api_scenario(std::string_view name) {
+  return name == "agent" || name == "storage" || name == "idle";
+}
+
+/// The OpenAI-compatible base URL (…/v1) behind a chat completions URL.
+expected<std::string> provider_base(const std::string& completions_url) {
+  constexpr std::string_view suffix = "/chat/completions";
+  if (!completions_url.ends_with(suffix)) {
+    return fail(errc::invalid_argument,
+                fmt::format("cannot derive a provider base URL from {} for troupe (give "
+                            "--target as http://HOST:PORT or http://HOST:PORT/v1)",
+                            completions_url));
+  }
+  return completions_url.substr(0, completions_url.size() - suffix.size());
+}
+
+/// The via path through troupe: its OpenAI-compatible route, model = the tool-less agent.
+request_template troupe_chat_template(const troupe_server& troupe, bool stream) {
+  request_template t;
+  t.url = troupe.origin() + "/v1/chat/completions";
+  t.body = fmt::format(
+      R"({{"model":"{}","messages":[{{"role":"user","content":"hello from troupe bench"}}],"stream":{}}})",
+      chat_agent_name, stream ? "true" : "false");
+  t.headers = {troupe.authorization(), {"Content-Type", "application/json"}};
+  return t;
+}
+
+/// Runs overhead, throughput or stream: against the mock (in-process or --target), with
+/// an optional second path (a URL, or troupe).
+expected<void> run_model_scenario(const scenario_options& o, bench_report& report) {
+  const bool stream = o.scenario == "stream";
+  const unsigned delay = stream ? (o.fire_hose ? 0 : o.token_delay_ms) : 0;
+  const unsigned tokens = o.tokens ? o.tokens : (stream ? (o.fire_hose ? 1024 : 64) : 16);
+  // troupe calls the mock without the bench's X-Mock-* headers, so the mock's own
+  // defaults are set to what the headers ask for: both paths get the same answer.
+  net::mock_llm_options mock_options;
+  mock_options.tokens = tokens;
+  mock_options.token_delay_ms = delay;
+  local_mock mock(std::move(mock_options));
+  std::string target_url;
+  if (o.target.empty()) {
+    auto started = mock.start();
+    if (!started) {
+      return tl::unexpected(started.error());
+    }
+    target_url = *started + "/v1/chat/completions";
+    report.targets["target"] = target_url;
+    report.targets["target_kind"] = "mock-llm started in-process on 127.0.0.1:0";
+  } else {
+    target_url = chat_url(*check_loopback_url(o.target));
+    report.targets["target"] = target_url;
+    report.targets["target_kind"] = "given by --target";
+  }
+  const auto direct = chat_template(target_url, stream, tokens, delay);
+  std::optional<request_template> via;
+  std::unique_ptr<troupe_server> troupe;
+  if (o.via == "troupe") {
+    auto base = provider_base(target_url);
+    if (!base) {
+      return tl::unexpected(base.error());
+    }
+    troupe_setup setup;
+    setup.provider_base_url = *base;
+    setup.agents = {{std::string(chat_agent_name), {}, 4}};
+    auto opened = open_troupe(o, setup);
+    if (!opened) {
+      return tl::unexpected(opened.error());
+    }
+    troupe = std::move(*opened);
+    via = troupe_chat_template(*troupe, stream);
+    report.targets["via"] = via->url;
+    report.targets["via_kind"] = fmt::format(
+        "troupe's OpenAI-compatible route, model = agent '{}' (no tools: one LLM round through "
+        "the run actor); troupe's provider is the target mock",
+        chat_agent_name);
+    report.targets["troupe"] = troupe->describe();
+    if (!o.target.empty()) {
+      report.notes.push_back("with --target, troupe's requests to the mock carry no X-Mock-* "
+                             "headers: both paths answer alike only if that mock's defaults "
+                             "match --tokens / --token-delay-ms");
+    }
+  } else if (!o.via.empty()) {
+    via = chat_template(chat_url(*check_loopback_url(o.via)), stream, tokens, delay);
+    report.targets["via"] = via->url;
+  }
+  // Preflight whole (non-streamed) requests on every path used.
+  auto probe = [](request_template t) {
+    t.body = std::regex_replace(t.body, std::regex(R"("stream":true)"), R"("stream":false)");
+    return preflight(t);
+  };
+  if (auto ok = probe(direct); !ok && (!via || o.scenario == "overhead" || stream)) {
+    return tl::unexpected(ok.error());
+  }
+  if (via) {
+    if (auto ok = probe(*via); !ok) {
+      return tl::unexpected(ok.error());
+    }
+  }
+  std::optional<std::chrono::microseconds> cpu_before;
+  if (troupe && troupe->pid() > 0) {
+    if (auto cpu = read_process_cpu(troupe->pid()); cpu) {
+      cpu_before = *cpu;
+    }
+  }
+  expected<void> ran;
+  if (o.scenario == "overhead") {
+    ran = run_overhead(o, report, direct, via);
+  } else if (o.scenario == "throughput") {
+    ran = run_throughput(o, report, via ? *via : direct);
+  } else {
+    ran = run_stream(o, report, via ? *via : direct,
+                     via ? std::optional<request_template>(direct) : std::nullopt);
+  }
+  if (!ran) {
+    return tl::unexpected(ran.error());
+  }
+  if (troupe && troupe->pid() > 0) {
+    if (auto m = read_process_memory(troupe->pid()); m) {
+      report.add("troupe.rss_end_kib", static_cast<double>(m->rss_kib));
+      report.add("troupe.rss_peak_kib", static_cast<double>(m->hwm_kib));
+    }
+    if (auto cpu = read_process_cpu(troupe->pid()); cpu && cpu_before) {
+      report.add("troupe.cpu_s", static_cast<double>((*cpu - *cpu_before).count()) / 1e6);
+    }
+  }
+  if (troupe) {
+    if (const int status = troupe->stop(std::chrono::seconds(10)); status != 0) {
+      report.notes.push_back(fmt::format("troupe exited with status {} at the end", status));
+    }
+  }
+  return {};
 }
 
 } // namespace
 
 const std::vector<std::string_view>& scenario_names() {
   static const std::vector<std::string_view> names = {"overhead", "throughput", "stream",
-                                                      "idle",     "agent",      "storage"};
+                                                      "agent",    "storage",    "idle"};
   return names;
 }
 
@@ -508,19 +622,42 @@ expected<void> validate(const scenario_options& o) {
     return fail(errc::invalid_argument, fmt::format("unknown scenario '{}' (known: {})", o.scenario,
                                                     fmt::join(names, ", ")));
   }
-  for (const auto& url : {o.target, o.via}) {
+  for (const auto& url : {o.target, o.via == "troupe" ? std::string() : o.via, o.troupe_url}) {
     if (!url.empty()) {
       if (auto checked = check_loopback_url(url); !checked) {
         return tl::unexpected(checked.error());
       }
     }
   }
-  if (std::find(std::begin(chat_api_scenarios), std::end(chat_api_scenarios), o.scenario) !=
-      std::end(chat_api_scenarios)) {
-    return fail(errc::unavailable,
-                fmt::format("scenario '{}' needs the chat API (issue 6), which this build does "
-                            "not have yet",
-                            o.scenario));
+  for (const auto& kv : o.troupe_settings) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0 || eq + 1 == kv.size()) {
+      return fail(errc::invalid_argument,
+                  fmt::format("--troupe-set '{}': expected KEY=VALUE (a dotted config key and a "
+                              "TOML value)",
+                              kv));
+    }
+  }
+  if (!o.troupe_url.empty() && o.troupe_token.empty()) {
+    return fail(errc::invalid_argument, "--troupe needs --token (an admin token of that server)");
+  }
+  if (is_chat_api_scenario(o.scenario)) {
+    if (!o.target.empty() || !o.via.empty()) {
+      return fail(errc::invalid_argument,
+                  fmt::format("scenario '{}' runs against troupe with a mock-llm it starts itself "
+                              "(it needs the scenario's script): no --target or --via; use "
+                              "--troupe URL --token T for a running troupe",
+                              o.scenario));
+    }
+    if (o.rate > 0) {
+      return fail(errc::invalid_argument,
+                  fmt::format("scenario '{}' is closed-loop: no --rate", o.scenario));
+    }
+    return {};
+  }
+  if (!o.troupe_url.empty() && o.via != "troupe") {
+    return fail(errc::invalid_argument,
+                "--troupe names the troupe of --via troupe; give --via troupe as well");
   }
   if (o.scenario == "overhead" && (o.rate > 0 || o.concurrency > 1)) {
     return fail(errc::invalid_argument,
@@ -550,43 +687,15 @@ expected<bench_report> run_scenario(const scenario_options& o) {
   report.command_line = o.command_line;
   report.machine = machine_info();
   report.options = options_json(o);
-  local_mock mock;
-  std::string target_url;
-  if (o.target.empty()) {
-    auto started = mock.start();
-    if (!started) {
-      return tl::unexpected(started.error());
-    }
-    target_url = *started + "/v1/chat/completions";
-    report.targets["target"] = target_url;
-    report.targets["target_kind"] = "mock-llm started in-process on 127.0.0.1:0";
-  } else {
-    target_url = chat_url(*check_loopback_url(o.target));
-    report.targets["target"] = target_url;
-    report.targets["target_kind"] = "given by --target";
-  }
-  std::string via_url;
-  if (!o.via.empty()) {
-    via_url = chat_url(*check_loopback_url(o.via));
-    report.targets["via"] = via_url;
-  }
-  // throughput and stream load the path under test: via when given, else the target.
-  const std::string& loaded = via_url.empty() ? target_url : via_url;
-  if (auto ok = preflight(loaded); !ok) {
-    return tl::unexpected(ok.error());
-  }
-  if (!via_url.empty() && o.scenario == "overhead") {
-    if (auto ok = preflight(target_url); !ok) {
-      return tl::unexpected(ok.error());
-    }
-  }
   expected<void> ran;
-  if (o.scenario == "overhead") {
-    ran = run_overhead(o, report, target_url, via_url);
-  } else if (o.scenario == "throughput") {
-    ran = run_throughput(o, report, loaded);
+  if (o.scenario == "agent") {
+    ran = run_agent(o, report);
+  } else if (o.scenario == "storage") {
+    ran = run_storage(o, report);
+  } else if (o.scenario == "idle") {
+    ran = run_idle(o, report);
   } else {
-    ran = run_stream(o, report, loaded);
+    ran = run_model_scenario(o, report);
   }
   if (!ran) {
     return tl::unexpected(ran.error());

@@ -14,9 +14,27 @@
 ///   step instead.
 /// - `stream`: `concurrency` concurrent streamed completions of `tokens` chunks paced
 ///   `token_delay` apart; time to first token and inter-token gaps measured at the
-///   client, tokens/s. `fire_hose` sets the delay to zero for the relay ceiling.
-/// - `idle`, `agent`, `storage`: declared; they need troupe's chat API (issue 6).
-
+///   client, tokens/s. `fire_hose` sets the delay to zero for the relay ceiling. With
+///   `via`, the direct path runs first with the same load, and the added TTFT and gap
+///   percentiles are reported.
+///
+/// `via = "troupe"` routes the second path through troupe's OpenAI-compatible
+/// `POST /v1/chat/completions`, the model being an agent without tools (one LLM round
+/// through troupe's run actor): a troupe started here as a child (`troupe_server`) whose
+/// provider is this run's mock-llm, or the one given by `troupe_url`.
+///
+/// The chat-API scenarios always run against troupe (started here unless `troupe_url`):
+/// - `agent`: the peers' task (bench/peers: LLM → `read` tool → LLM → answer) through
+///   `POST /api/v1/chat`, closed loop at concurrency 1, 100 and 1000 (or `concurrency`):
+///   runs/s, run latency and what lies beyond the mock's own time, troupe's RSS idle and
+///   peak, memory per concurrent run, CPU per run; every answer verified. Side by side
+///   with the peers' JSON results when `peers_dir` has them.
+/// - `storage`: the agent load at one concurrency, with the rows troupe persisted counted
+///   in its SQLite file while it runs: messages/s (and runs, steps); commit latency is not
+///   exposed by troupe, so the report says what bounds it.
+/// - `idle`: `conversations` conversations kept in memory, then a run waiting on the model
+///   in each, then an SSE subscriber on each run: troupe's resident memory per
+///   conversation, per waiting run and per subscriber, kernel socket memory separately.
 #include <chrono>
 #include <string>
 #include <string_view>
@@ -34,8 +52,8 @@ struct scenario_options {
   /// base URL ending in /v1 means its /v1/chat/completions, another path is used as is. Empty:
   /// start a mock-llm in-process on 127.0.0.1:0.
   std::string target;
-  /// Loopback URL of the second path for `overhead` (e.g. troupe's chat route), used as
-  /// given (a bare origin or .../v1 as for `target`).
+  /// The second path: "troupe" (troupe's OpenAI-compatible route), or a loopback URL used
+  /// as given (a bare origin or .../v1 as for `target`).
   std::string via;
   /// Open-loop arrivals per second (0: not set).
   double rate = 0;
@@ -54,6 +72,30 @@ struct scenario_options {
   bool fire_hose = false;
   /// Progress lines on stderr.
   bool progress = true;
+  /// A running troupe to use instead of starting one (loopback only), with its admin
+  /// token; optionally its pid (memory readings) and data directory (workspaces, database).
+  std::string troupe_url;
+  std::string troupe_token;
+  int troupe_pid = 0;
+  std::string troupe_data_dir;
+  /// Settings for a troupe started here, KEY=VALUE (dotted key, TOML value).
+  std::vector<std::string> troupe_settings;
+  /// Keep the started troupe's temporary directory (config, data, log).
+  bool keep_troupe_dir = false;
+  /// agent, storage: measured runs per concurrency level (0: 200, 2000, 5000 for 1, 100,
+  /// 1000 as the peers; 20 x concurrency otherwise).
+  unsigned runs = 0;
+  /// idle: conversations (0: 1000).
+  unsigned conversations = 0;
+  /// agent: a directory of the peers' JSON results (bench/peers/results) to compare with.
+  std::string peers_dir;
+  /// agent: also write troupe's result per level in the peers' format here
+  /// (troupe-c<N>.json), so that bench/peers/summarize.mjs lists troupe with the peers.
+  std::string peers_out;
+  /// agent, storage: the mock-llm script (default bench/peers/agent_scenario.jsonl) and
+  /// the file put into each conversation's workspace (bench/peers/fixtures/input.txt).
+  std::string agent_script;
+  std::string agent_fixture;
   /// Recorded verbatim in the report.
   std::vector<std::string> command_line;
 };
@@ -65,8 +107,8 @@ const std::vector<std::string_view>& scenario_names();
 expected<void> validate(const scenario_options& options);
 
 /// Runs the scenario. Fails with `invalid_argument` / `permission_denied` before any
-/// traffic when the options are wrong, `unavailable` when the scenario needs the chat
-/// API, or when the target does not answer at all.
+/// traffic when the options are wrong, `unavailable` when a target does not answer at
+/// all or troupe cannot be started.
 expected<bench_report> run_scenario(const scenario_options& options);
 
 } // namespace troupe::bench

@@ -1,0 +1,87 @@
+#pragma once
+
+// Private to bench/load: what the scenario files share — the in-process mock-llm, request
+// templates and their sending, and the report helpers.
+
+#include <chrono>
+#include <memory>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <boost/asio/awaitable.hpp>
+#include <boost/asio/io_context.hpp>
+
+#include "troupe/bench/load_generator.hpp"
+#include "troupe/bench/report.hpp"
+#include "troupe/bench/scenarios.hpp"
+#include "troupe/bench/troupe_server.hpp"
+#include "troupe/net/http_client.hpp"
+#include "troupe/net/mock_llm_server.hpp"
+
+namespace troupe::bench::detail {
+
+using clock_type = std::chrono::steady_clock;
+
+/// The agent without tools that the via path through troupe talks to.
+inline constexpr std::string_view chat_agent_name = "bench-chat";
+/// The agent with the `read` tool that runs the peers' task.
+inline constexpr std::string_view tool_agent_name = "bench-agent";
+
+/// A mock-llm on its own io thread, for runs without --target.
+class local_mock {
+public:
+  explicit local_mock(net::mock_llm_options options = {});
+  ~local_mock();
+  local_mock(const local_mock&) = delete;
+  local_mock& operator=(const local_mock&) = delete;
+
+  /// Binds 127.0.0.1:0 and starts serving; returns http://127.0.0.1:PORT.
+  expected<std::string> start();
+  /// Thread-safe counters.
+  net::mock_llm_stats stats() const;
+
+private:
+  boost::asio::io_context io_{1};
+  std::unique_ptr<net::mock_llm_server> server_;
+  std::thread thread_;
+};
+
+/// A prepared request a workload sends again and again.
+struct request_template {
+  std::string url;
+  std::string body;
+  std::vector<net::http_header> headers;
+  net::http_method method = net::http_method::post;
+};
+
+net::http_client_request make_request(const request_template& t, std::chrono::milliseconds timeout);
+
+/// One request; nullopt on a 2xx answer, else the error kind ("timeout", "http_500", …).
+/// `body` (may be null) receives the answer's body.
+boost::asio::awaitable<std::optional<std::string>> send_request(net::http_client& client,
+                                                                const request_template* t,
+                                                                std::chrono::milliseconds timeout,
+                                                                std::string* body);
+
+/// Unmeasured load before a measured run: a tenth of it, at most half a second.
+std::chrono::milliseconds default_warmup(std::chrono::milliseconds duration);
+
+/// Adds "errors" and "errors.<kind>".
+void add_errors(bench_report& report, const load_result& r);
+
+/// Microseconds of a nanosecond count.
+double us(std::uint64_t ns);
+
+/// The troupe a scenario runs against: started here, or given by --troupe.
+expected<std::unique_ptr<troupe_server>> open_troupe(const scenario_options& o,
+                                                     const troupe_setup& setup);
+
+// -- the chat-API scenarios (chat_scenarios.cpp) --
+
+expected<void> run_agent(const scenario_options& o, bench_report& report);
+expected<void> run_storage(const scenario_options& o, bench_report& report);
+expected<void> run_idle(const scenario_options& o, bench_report& report);
+
+} // namespace troupe::bench::detail

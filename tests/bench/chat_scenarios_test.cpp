@@ -1,0 +1,150 @@
+// Smoke runs of the scenarios that start a troupe child: tiny loads, real processes.
+
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include <catch2/catch.hpp>
+
+#include "bench/bench_command.hpp"
+#include "support/troupe_process.hpp"
+
+namespace json = boost::json;
+using troupe::test::bench;
+using troupe::test::read_report;
+using troupe::test::run_command;
+
+namespace {
+
+double metric(const json::object& report, const std::string& name) {
+  const auto& metrics = report.at("metrics").as_object();
+  INFO(name);
+  REQUIRE(metrics.contains(name));
+  return metrics.at(name).to_number<double>();
+}
+
+/// The troupe child a report describes is gone, and so is its temporary directory.
+void check_child_cleaned_up(const json::object& troupe) {
+  const auto pid = troupe.at("pid").to_number<long>();
+  CHECK_FALSE(std::filesystem::exists("/proc/" + std::to_string(pid) + "/status"));
+  const std::filesystem::path data_dir(std::string(troupe.at("data_dir").as_string()));
+  CHECK_FALSE(std::filesystem::exists(data_dir.parent_path()));
+}
+
+} // namespace
+
+TEST_CASE("troupe bench overhead --via troupe starts troupe, measures both paths and stops it",
+          "[bench][cli][integration]") {
+  troupe::test::temp_dir dir;
+  const auto out = dir.path() / "overhead.json";
+  auto r = run_command(bench +
+                       "--scenario overhead --via troupe --duration 1 --quiet --no-chart "
+                       "--out " +
+                       out.string() + " 2>&1");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const auto report = read_report(out);
+  CHECK(metric(report, "via.count") > 20);
+  CHECK(metric(report, "direct.count") > 20);
+  CHECK(metric(report, "errors") == 0);
+  // Through troupe is slower than straight to the mock: a run actor, a provider call.
+  CHECK(metric(report, "via.p50_us") > metric(report, "direct.p50_us"));
+  CHECK(metric(report, "troupe.rss_end_kib") > 1'000);
+  const auto& targets = report.at("targets").as_object();
+  CHECK(std::string(targets.at("via").as_string()).ends_with("/v1/chat/completions"));
+  check_child_cleaned_up(targets.at("troupe").as_object());
+}
+
+TEST_CASE("troupe bench stream --via troupe relays every token and reports the added time",
+          "[bench][cli][integration]") {
+  troupe::test::temp_dir dir;
+  const auto out = dir.path() / "stream.json";
+  auto r = run_command(bench +
+                       "--scenario stream --via troupe --concurrency 2 --tokens 8 "
+                       "--token-delay-ms 2 --duration 0.5 --quiet --no-chart --out " +
+                       out.string() + " 2>&1");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const auto report = read_report(out);
+  CHECK(metric(report, "errors") == 0);
+  CHECK(metric(report, "direct.errors") == 0);
+  const auto streams = metric(report, "streams_completed");
+  CHECK(streams >= 2);
+  CHECK(metric(report, "tokens_received") >= 8 * streams);
+  CHECK(metric(report, "direct.streams_completed") >= 2);
+  metric(report, "added.ttft.p99_us");
+  metric(report, "added.gap.p50_us");
+}
+
+TEST_CASE("troupe bench agent runs the peers' task through the chat API and verifies each run",
+          "[bench][cli][integration]") {
+  troupe::test::temp_dir dir;
+  const auto out = dir.path() / "agent.json";
+  const auto peers = dir.path() / "peers";
+  const auto peers_out = dir.path() / "peers-out";
+  std::filesystem::create_directories(peers);
+  std::ofstream(peers / "fake-c3.json")
+      << R"({"peer":"fake","concurrency":3,"runs":9,"errors":0,"runs_per_s":2.0,)"
+         R"("latency_ms":{"p50":500,"p90":900,"p99":1000,"max":1000},"rss_idle_mb":100,)"
+         R"("rss_peak_mb":101,"mem_per_concurrent_run_kb":341.3,"cpu_ms_per_run":4.0})";
+  auto r = run_command(bench + "--scenario agent --concurrency 3 --runs 9 --quiet --out " +
+                       out.string() + " --peers " + peers.string() + " --peers-out " +
+                       peers_out.string() + " 2>&1");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const auto report = read_report(out);
+  CHECK(metric(report, "c3.runs") == 9);
+  CHECK(metric(report, "c3.errors") == 0);
+  CHECK(metric(report, "c3.latency.count") == 9);
+  CHECK(metric(report, "c3.mock_calls_per_run") == 2);
+  CHECK(metric(report, "c3.rss_idle_kib") > 1'000);
+  CHECK(metric(report, "c3.rss_peak_kib") >= metric(report, "c3.rss_idle_kib"));
+  CHECK(metric(report, "c3.cpu_ms_per_run") > 0);
+  CHECK(metric(report, "mock_own_time.count") > 0);
+  // The fake peer is put side by side: the ratio is troupe's runs/s over its 2/s.
+  CHECK(metric(report, "c3.vs.fake.runs_per_s_ratio") ==
+        Approx(metric(report, "c3.runs_per_s") / 2.0));
+  CHECK(r.output.find("side by side") != std::string::npos);
+  const auto row = read_report(peers_out / "troupe-c3.json");
+  CHECK(row.at("peer").as_string() == "troupe");
+  CHECK(row.at("errors").to_number<int>() == 0);
+  CHECK(std::filesystem::exists(dir.path() / "agent.png"));
+  check_child_cleaned_up(report.at("targets").as_object().at("c3.troupe").as_object());
+}
+
+TEST_CASE("troupe bench storage counts the rows troupe persisted for every run",
+          "[bench][cli][integration]") {
+  troupe::test::temp_dir dir;
+  const auto out = dir.path() / "storage.json";
+  auto r = run_command(bench +
+                       "--scenario storage --concurrency 2 --runs 6 --quiet --no-chart "
+                       "--out " +
+                       out.string() + " 2>&1");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const auto report = read_report(out);
+  CHECK(metric(report, "c2.errors") == 0);
+  CHECK(metric(report, "persisted.runs") == 6);
+  // The user's message, the model's tool call, the tool result and the answer, at least.
+  CHECK(metric(report, "persisted.messages_per_run") >= 3);
+  CHECK(metric(report, "persisted.messages_per_s") > 0);
+}
+
+TEST_CASE("troupe bench idle measures memory per conversation, waiting run and subscriber",
+          "[bench][cli][integration]") {
+  troupe::test::temp_dir dir;
+  const auto out = dir.path() / "idle.json";
+  auto r = run_command(bench + "--scenario idle --conversations 20 --quiet --no-chart --out " +
+                       out.string() + " 2>&1");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const auto report = read_report(out);
+  CHECK(metric(report, "conversations") == 20);
+  metric(report, "kib_per_conversation");
+  metric(report, "kib_per_waiting_run");
+  metric(report, "kib_per_subscriber");
+  metric(report, "kernel.tcp_kib_per_subscriber");
+  // Every subscriber is one more TCP connection (both ends on loopback).
+  CHECK(metric(report, "kernel.tcp_sockets_per_subscriber") >= 1.5);
+  CHECK(report.at("steps").as_array().size() == 4);
+}
