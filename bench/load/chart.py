@@ -23,14 +23,15 @@ def percentile_axis(ax):
     ax.set_xlabel("percentile")
 
 
-def plot_distributions(ax, report, names):
+def plot_distributions(ax, report, names, labels=None):
+    labels = labels or {}
     for name in names:
         curve = report["distributions"].get(name)
         if not curve:
             continue
         xs = [1 / (1 - p / 100) for p, _ in curve if p < 100]
         ys = [v for p, v in curve if p < 100]
-        ax.plot(xs, ys, marker="o", markersize=3, label=name)
+        ax.plot(xs, ys, marker="o", markersize=3, label=labels.get(name, name))
     percentile_axis(ax)
     ax.set_ylabel("microseconds")
     ax.set_yscale("log")
@@ -148,7 +149,9 @@ def main():
         ax.grid(True, which="both", alpha=0.3)
         ax.legend()
     elif scenario == "stream":
-        plot_distributions(ax, report, ["ttft", "gap", "direct.ttft", "direct.gap"])
+        via = "direct.ttft" in report["distributions"]
+        labels = {"ttft": "ttft (via)", "gap": "gap (via)"} if via else {}
+        plot_distributions(ax, report, ["ttft", "gap", "direct.ttft", "direct.gap"], labels)
     else:
         plot_distributions(ax, report, list(report.get("distributions", {}).keys()))
     ax.set_title(f"troupe bench --scenario {scenario} ({subtitle})")
