@@ -830,9 +830,12 @@ expected<void> run_agent(const scenario_options& o, bench_report& report) {
       "ms); per concurrent run = (peak - idle) / concurrency; CPU = troupe's utime+stime / "
       "runs; bench_cpu = this process (load generator and mock-llm) / runs");
   report.notes.push_back(
-      "troupe started with api.run_retention_ms=1000 and actors.conversation_idle_ms=1000 so "
-      "that finished runs leave memory within a second (defaults: 15 and 10 minutes, for "
-      "replay); override with --troupe-set");
+      o.troupe_url.empty()
+          ? "troupe started with api.run_retention_ms=1000 and actors.conversation_idle_ms=1000 "
+            "so that finished runs leave memory within a second (defaults: 15 and 10 minutes, "
+            "for replay); override with --troupe-set"
+          : "--troupe: the server's own api.run_retention_ms and actors.conversation_idle_ms "
+            "apply; finished runs stay in memory that long and count in the peak");
   return {};
 }
 
