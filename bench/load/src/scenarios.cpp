@@ -291,16 +291,42 @@ struct stream_state {
   /// Until the first chunk with answer text.
   latency_histogram ttft;
   latency_histogram gap;
+  /// Words of answer text received (the mock's tokens).
   std::uint64_t tokens = 0;
+  /// Chunks that carried text (as many as tokens unless a relay merged some).
+  std::uint64_t chunks = 0;
   std::uint64_t streams = 0;
 };
 
-// True for a chunk that carries answer text (not the role-only first chunk).
-bool carries_content(std::string_view data) {
+// The words of answer text a chunk carries (0 for the role-only first chunk). mock-llm
+// sends one word (with its leading space) per token; a relay may merge several tokens of
+// one read into one chunk, so words, not chunks, count the tokens relayed.
+std::size_t content_words(std::string_view data) {
   constexpr std::string_view key = "\"content\":\"";
   const auto at = data.find(key);
-  return at != std::string_view::npos && at + key.size() < data.size() &&
-         data[at + key.size()] != '"';
+  if (at == std::string_view::npos) {
+    return 0;
+  }
+  std::size_t words = 0;
+  bool in_word = false;
+  for (auto i = at + key.size(); i < data.size(); ++i) {
+    const char c = data[i];
+    if (c == '"') {
+      break;
+    }
+    bool space = c == ' ';
+    if (c == '\\') {
+      // An escape: \n, \t and \r separate words, anything else (\", \uXXXX) is part of one.
+      ++i;
+      const char e = i < data.size() ? data[i] : 'n';
+      space = e == 'n' || e == 't' || e == 'r';
+    }
+    if (!space && !in_word) {
+      ++words;
+    }
+    in_word = !space;
+  }
+  return words;
 }
 
 asio::awaitable<std::optional<std::string>> one_stream(net::http_client& client, stream_state* s,
@@ -335,14 +361,15 @@ asio::awaitable<std::optional<std::string>> one_stream(net::http_client& client,
       }
       if (m.data == "[DONE]") {
         done = true;
-      } else if (carries_content(m.data)) {
+      } else if (const auto words = content_words(m.data); words > 0) {
         if (last) {
           s->gap.record(now - *last);
         } else {
           s->ttft.record(now - start);
         }
         last = now;
-        ++s->tokens;
+        s->tokens += words;
+        ++s->chunks;
       }
     });
     if (!fed) {
@@ -401,6 +428,7 @@ expected<void> run_stream(const scenario_options& o, bench_report& report,
   report.add("token_delay_ms", delay);
   report.add("streams_completed", static_cast<double>(s.streams));
   report.add("tokens_received", static_cast<double>(s.tokens));
+  report.add("text_chunks_received", static_cast<double>(s.chunks));
   report.add("tokens_per_s", tokens_per_s(r));
   report.add_latency("first_event", s.first_event);
   report.add_latency("ttft", s.ttft);
@@ -432,8 +460,9 @@ expected<void> run_stream(const scenario_options& o, bench_report& report,
         "the via path (the unprefixed figures); added.* = via percentile minus the direct one");
   }
   report.notes.push_back(
-      "TTFT (first chunk with text) and inter-token gaps are measured at the client, end "
-      "to end; events that arrive in one read share a timestamp (gap 0). mock-llm sends a "
+      "TTFT (first chunk with text) and the gaps between chunks with text are measured at the "
+      "client, end to end; events that arrive in one read share a timestamp (gap 0); tokens "
+      "are counted as words of text, a chunk may carry several. mock-llm sends a "
       "role-only chunk at once and paces the text after it, so TTFT includes one token "
       "delay; first_event is the response latency");
   return {};
