@@ -38,7 +38,10 @@ TEST_CASE("troupe bench overhead against its own mock writes a complete report",
           "[bench][cli][integration]") {
   troupe::test::temp_dir dir;
   const auto out = dir.path() / "overhead.json";
-  auto r = run_command(bench + "--scenario overhead --duration 1 --out " + out.string() + " 2>&1");
+  // 1.5 s: the progress line is printed at 1 s, while requests are still running (a run
+  // of exactly 1 s can end before its first tick).
+  auto r =
+      run_command(bench + "--scenario overhead --duration 1.5 --out " + out.string() + " 2>&1");
   INFO(r.output);
   REQUIRE(r.status == 0);
   CHECK(r.output.find("direct.p99_us") != std::string::npos);
