@@ -8,7 +8,7 @@ TEST_CASE("storage settings default to WAL NORMAL, 2 ms group commit and four re
           "[runtime][settings][storage]") {
   const settings s;
   CHECK(s.storage.synchronous == "normal");
-  CHECK(s.storage.group_commit == std::chrono::milliseconds(2));
+  CHECK(s.storage.group_commit == std::chrono::milliseconds(0));
   CHECK(s.storage.group_commit_max == 1024);
   CHECK(s.storage.read_connections == 4);
 }

@@ -51,7 +51,7 @@ using store_writer_actor =
 struct store_writer_options {
   /// How long the first write of a batch may wait for company. 0: commit whatever has
   /// queued up in the mailbox by the time the writer gets to it.
-  std::chrono::milliseconds group_commit{2};
+  std::chrono::milliseconds group_commit{0};
   /// A batch this large commits at once.
   std::size_t group_commit_max = 1024;
 };
