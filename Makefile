@@ -64,9 +64,12 @@ test: build npm-deps
 asan:
 	$(MAKE) test PRESET=asan
 
-## bench: build and run the micro-benchmarks in full
+## bench: the micro-benchmarks in full, then the agent scenario on the JS peers and on
+## troupe in the same session, side by side as ratios (bench/load/results/agent.json)
 bench: build bench-peers
 	@for b in $(BUILD_DIR)/bench/troupe_*_bench; do echo "== $$b"; $$b; done
+	$(TROUPE) bench --scenario agent --peers $(CURDIR)/bench/peers/results \
+	  --out $(CURDIR)/bench/load/results/agent.json
 
 ## bench-peers: the agent scenario on the JS peers (bench/peers/README.md), packages from npm
 bench-peers: build npm-deps
