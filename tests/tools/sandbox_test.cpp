@@ -3,6 +3,7 @@
 #include <netinet/in.h>
 #include <signal.h>
 #include <sys/socket.h>
+#include <sys/syscall.h>
 #include <unistd.h>
 
 #include <boost/asio/co_spawn.hpp>
@@ -408,6 +409,19 @@ TEST_CASE("the program starts with no signal blocked or ignored, whatever troupe
   sigaddset(&usr1, SIGUSR1);
   sigset_t previous_mask;
   ::pthread_sigmask(SIG_BLOCK, &usr1, &previous_mask);
+  // glibc's own real-time signals (32, 33) ignored too, as some job-control shells leave
+  // them: glibc's sigaction cannot reset those, so the runner must use the system call.
+  struct kernel_sigaction {
+    void (*handler)(int);
+    unsigned long flags;
+    void (*restorer)();
+    unsigned long mask;
+  };
+  kernel_sigaction glibc_previous[2]{};
+  for (int i = 0; i < 2; ++i) {
+    kernel_sigaction ignore_raw{SIG_IGN, 0, nullptr, 0};
+    ::syscall(SYS_rt_sigaction, 32 + i, &ignore_raw, &glibc_previous[i], sizeof(unsigned long));
+  }
   sandbox_options host;
   host.allow_host = true;
   for (const auto& options : {sandbox_options{}, host}) {
@@ -415,6 +429,9 @@ TEST_CASE("the program starts with no signal blocked or ignored, whatever troupe
                             ws.path(), {}, options);
     CHECK(r.exit_code == 0);
     CHECK(r.stdout_text == "SigBlk:\t0000000000000000\nSigIgn:\t0000000000000000\n");
+  }
+  for (int i = 0; i < 2; ++i) {
+    ::syscall(SYS_rt_sigaction, 32 + i, &glibc_previous[i], nullptr, sizeof(unsigned long));
   }
   ::pthread_sigmask(SIG_SETMASK, &previous_mask, nullptr);
   ::sigaction(SIGPIPE, &previous, nullptr);

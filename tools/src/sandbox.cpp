@@ -222,11 +222,19 @@ TROUPE_TOOLS_CHILD_CODE void set_limit(int resource, rlim_t value) {
   // must not run on this stack. Every disposition goes back to the default and the mask
   // is emptied just before exec, so that nothing troupe handles, ignores or blocks
   // carries over into the program.
+  // The raw system call: glibc's sigaction refuses its own two real-time signals (32, 33),
+  // and a troupe started with them ignored (some job-control shells do that) would hand
+  // the ignore on to the program.
+  struct kernel_sigaction {
+    void (*handler)(int);
+    unsigned long flags;
+    void (*restorer)();
+    unsigned long mask;
+  };
   for (int sig = 1; sig < NSIG; ++sig) {
     if (sig != SIGKILL && sig != SIGSTOP) {
-      struct sigaction default_action {};
-      default_action.sa_handler = SIG_DFL;
-      ::sigaction(sig, &default_action, nullptr); // glibc's own two refuse: harmless
+      kernel_sigaction default_action{SIG_DFL, 0, nullptr, 0};
+      ::syscall(SYS_rt_sigaction, sig, &default_action, nullptr, sizeof(unsigned long));
     }
   }
   ::dup2(plan.stdin_fd, STDIN_FILENO);
