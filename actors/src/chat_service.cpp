@@ -218,6 +218,7 @@ asio::awaitable<expected<submitted_run>> chat_service::submit(chat_submission su
   jo.run_id = out.run_id;
   jo.conversation_id = out.conversation_id;
   jo.retention = options_.retention;
+  jo.max_retained = options_.max_retained_runs;
   jo.final_data = std::move(submission.final_data);
   jo.directory = directory_;
   out.journal = spawn_run_journal(system_, std::move(jo));

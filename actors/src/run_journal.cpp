@@ -75,6 +75,12 @@ void finish(journal_actor* self, run_result result) {
   if (st.conversation) {
     self->demonitor(st.conversation);
   }
+  if (st.options.directory) {
+    for (const auto& oldest :
+         st.options.directory->retain(st.options.run_id, st.options.max_retained)) {
+      self->send(oldest, expire_atom::value);
+    }
+  }
   self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(st.options.retention),
                      expire_atom::value);
 }
@@ -174,6 +180,21 @@ std::optional<run_directory::entry> run_directory::find(const std::string& run_i
 void run_directory::remove(const std::string& run_id) {
   std::lock_guard lock(mutex_);
   entries_.erase(run_id);
+}
+
+std::vector<caf::actor> run_directory::retain(const std::string& run_id, std::size_t max_retained) {
+  std::lock_guard lock(mutex_);
+  finished_.push_back(run_id);
+  std::vector<caf::actor> evict;
+  while (finished_.size() > max_retained) {
+    auto oldest = std::move(finished_.front());
+    finished_.pop_front();
+    if (auto it = entries_.find(oldest); it != entries_.end()) {
+      evict.push_back(it->second.journal);
+      entries_.erase(it);
+    }
+  }
+  return evict;
 }
 
 std::vector<caf::actor> run_directory::journals() const {

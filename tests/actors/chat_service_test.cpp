@@ -23,7 +23,8 @@ namespace {
 /// A database with a provider (the mock), an agent, a user and a conversation, and a
 /// chat service over it.
 struct chat_world {
-  explicit chat_world(std::string_view script, std::chrono::milliseconds idle_ttl = 10min)
+  explicit chat_world(std::string_view script, std::chrono::milliseconds idle_ttl = 10min,
+                      std::chrono::milliseconds retention = 50ms, std::size_t max_retained = 100)
       : world(script) {
     storage::provider_record p;
     p.name = "mock";
@@ -57,7 +58,8 @@ struct chat_world {
     o.io.tools = world.tools;
     o.data_dir = db.dir.path();
     o.idle_ttl = idle_ttl;
-    o.retention = 50ms;
+    o.retention = retention;
+    o.max_retained_runs = max_retained;
     chat = std::make_unique<actors::chat_service>(world.system(), std::move(o));
   }
   ~chat_world() {
@@ -67,6 +69,10 @@ struct chat_world {
 
   /// Submits `text` and waits for its run's result.
   actors::run_result say(const std::string& text) {
+    return wait(submit(text).journal);
+  }
+
+  actors::submitted_run submit(const std::string& text) {
     actors::chat_submission s;
     s.user_id = user;
     s.conversation = conversation;
@@ -74,7 +80,7 @@ struct chat_world {
     boost::asio::io_context io;
     auto submitted = run_until_done(io, chat->submit(std::move(s)));
     REQUIRE(submitted);
-    return wait(submitted->journal);
+    return *submitted;
   }
 
   actors::run_result wait(const caf::actor& journal) {
@@ -176,4 +182,24 @@ TEST_CASE("a queued run is cancelled by its id before it starts", "[actors][chat
   auto unknown = run_until_done(io, w.chat->cancel(w.conversation.uuid, "nope"));
   REQUIRE(unknown);
   CHECK_FALSE(*unknown);
+}
+
+TEST_CASE("finished runs are kept for replay up to a bound, oldest leaving first",
+          "[actors][chat_service]") {
+  // A long retention, but room for three finished journals only.
+  chat_world w("[]", 10min, 10min, 3);
+  std::vector<std::string> ids;
+  for (int i = 0; i < 5; ++i) {
+    auto run = w.submit("message " + std::to_string(i));
+    REQUIRE(w.wait(run.journal).status == storage::run_status::succeeded);
+    ids.push_back(run.run_id);
+  }
+  for (int i = 0; i < 200 && w.chat->find_run(ids[1]); ++i) {
+    std::this_thread::sleep_for(5ms);
+  }
+  CHECK_FALSE(w.chat->find_run(ids[0]));
+  CHECK_FALSE(w.chat->find_run(ids[1]));
+  for (int i = 2; i < 5; ++i) {
+    CHECK(w.chat->find_run(ids[i]));
+  }
 }

@@ -39,6 +39,8 @@ struct chat_service_options {
   std::size_t history_messages = 100;
   std::chrono::milliseconds tool_timeout = default_tool_timeout;
   std::chrono::milliseconds retention{std::chrono::minutes(15)};
+  /// Finished runs kept for replay at most, whatever the retention (oldest go first).
+  std::size_t max_retained_runs = 10'000;
   std::size_t registry_shards = 8;
 };
 

@@ -31,6 +31,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <deque>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -85,10 +86,15 @@ public:
   std::size_t size() const;
   /// Every live journal (for shutdown).
   std::vector<caf::actor> journals() const;
+  /// A journal's run ended: it is kept for replay, but at most `max_retained` finished
+  /// journals are; the oldest beyond that are returned, to be told to go.
+  std::vector<caf::actor> retain(const std::string& run_id, std::size_t max_retained);
 
 private:
   mutable std::mutex mutex_;
   std::unordered_map<std::string, entry> entries_;
+  /// Finished runs, oldest first.
+  std::deque<std::string> finished_;
 };
 
 struct journal_options {
@@ -96,6 +102,9 @@ struct journal_options {
   std::string conversation_id;
   /// How long a finished journal stays for replay.
   std::chrono::milliseconds retention{std::chrono::minutes(15)};
+  /// Finished journals kept at most (the oldest go first), so that a busy node's memory
+  /// is bounded whatever the retention.
+  std::size_t max_retained = 10'000;
   /// The data of the final `done` entry (the API adds signed file links).
   std::function<std::string(const run_result&)> final_data;
   /// Removes the journal from it when it quits; may be null.
