@@ -176,6 +176,18 @@ new_conversation(std::shared_ptr<api_state> state, api_caller caller, storage::a
   co_return c;
 }
 
+asio::awaitable<expected<run_result>> await_run(const api_state& state, net::request_context& ctx,
+                                                const storage::agent_record& agent,
+                                                caf::actor journal) {
+  // How long a blocking request waits beyond the agent's own deadline.
+  constexpr auto grace = std::chrono::seconds(60);
+  const auto timeout = agent_from_record(agent, "").value_or(agent_settings{}).timeout;
+  const auto limit = std::chrono::duration_cast<std::chrono::milliseconds>(timeout + grace);
+  ctx.extend_deadline(limit);
+  auto waiting = ask<run_result>(*state.system, std::move(journal), limit, wait_atom::value);
+  co_return co_await std::move(waiting);
+}
+
 bool is_demo_agent(const api_state& state, const storage::agent_record& agent) {
   return state.demo && agent.main_model == demo_model_name;
 }
@@ -244,24 +256,20 @@ using net::http_response;
 using net::request_context;
 using state_ptr = std::shared_ptr<api_state>;
 
-constexpr std::size_t max_message_bytes = 256 * 1024;
-// How long a blocking chat waits beyond the agent's own deadline.
-constexpr auto chat_grace = std::chrono::seconds(60);
-
 http_response no_chat() {
   return http_response::error(503, "unavailable", "the chat service is not running");
 }
 
 constexpr std::size_t max_attachments = 20;
 
-/// Copies the caller's files `ids` into the conversation's workspace (`<data-dir>/
-/// workspaces/<conversation id>/<name>`, never overwriting) and returns the note the
-/// message gets, naming where they are; on a bad id, the HTTP answer instead.
-expected<std::string> attach_files(const api_state& state, const api_caller& caller,
-                                   const std::string& conversation_id,
-                                   const std::vector<std::string>& ids,
+/// Copies the caller's `files` (found before anything was created) into the
+/// conversation's workspace (`<data-dir>/workspaces/<conversation id>/<name>`, never
+/// overwriting) and returns the note the message gets, naming where they are; on an I/O
+/// failure, the HTTP answer instead.
+expected<std::string> attach_files(const api_state& state, const std::string& conversation_id,
+                                   const std::vector<storage::file_record>& files,
                                    std::optional<http_response>& answer) {
-  if (ids.empty()) {
+  if (files.empty()) {
     return std::string();
   }
   const auto workspace = state.data_dir / "workspaces" / conversation_id;
@@ -272,22 +280,16 @@ expected<std::string> attach_files(const api_state& state, const api_caller& cal
     return fail(errc::io_error, ec.message());
   }
   std::vector<std::string> placed;
-  for (const auto& id : ids) {
-    auto f = state.reads->with(
-        [&](storage::connection& c) { return storage::find_file(c, id, caller.user_id); });
-    if (!f) {
-      answer = http_response::error(404, "not_found", fmt::format("files: no file '{}'", id));
-      return tl::unexpected(f.error());
-    }
+  for (const auto& f : files) {
     // Names were cleaned at upload (a last path segment); keep them out of dot-files.
-    std::string name = f->name.empty() || f->name.front() == '.' ? "file_" + f->uuid : f->name;
+    std::string name = f.name.empty() || f.name.front() == '.' ? "file_" + f.uuid : f.name;
     auto target = workspace / name;
     for (int n = 2; std::filesystem::exists(target, ec); ++n) {
       const auto stem = std::filesystem::path(name).stem().string();
       const auto ext = std::filesystem::path(name).extension().string();
       target = workspace / fmt::format("{}-{}{}", stem, n, ext);
     }
-    std::filesystem::copy_file(state.data_dir / f->storage_path, target, ec);
+    std::filesystem::copy_file(state.data_dir / f.storage_path, target, ec);
     if (!ec) {
       // Readable by the sandbox's uid (the store keeps its copy 0600). The workspaces
       // directory is 0711: nobody else can list it to find the file.
@@ -298,8 +300,8 @@ expected<std::string> attach_files(const api_state& state, const api_caller& cal
           ec);
     }
     if (ec) {
-      answer = http_response::error(500, "io_error",
-                                    fmt::format("files: cannot copy '{}' into the workspace", id));
+      answer = http_response::error(
+          500, "io_error", fmt::format("files: cannot copy '{}' into the workspace", f.uuid));
       return fail(errc::io_error, ec.message());
     }
     placed.push_back(target.filename().string());
@@ -325,7 +327,7 @@ asio::awaitable<expected<started_chat>> start_chat(state_ptr state, request_cont
   json_body body(ctx.request().body);
   body.only({"agent", "message", "conversation_id", "files"});
   auto agent_name = body.text("agent", false, 256);
-  auto message = body.text("message", true, max_message_bytes);
+  auto message = body.text("message", true, detail::max_message_bytes);
   auto conversation_id = body.text("conversation_id", false, 128);
   std::vector<std::string> file_ids;
   if (auto files = body.element("files")) {
@@ -349,6 +351,7 @@ asio::awaitable<expected<started_chat>> start_chat(state_ptr state, request_cont
     co_return fail(errc::invalid_argument, "bad body");
   }
   // Unknown files are refused before anything is created.
+  std::vector<storage::file_record> files;
   for (const auto& id : file_ids) {
     auto f = state->reads->with(
         [&](storage::connection& c) { return storage::find_file(c, id, caller.user_id); });
@@ -356,6 +359,7 @@ asio::awaitable<expected<started_chat>> start_chat(state_ptr state, request_cont
       answer = http_response::error(404, "not_found", fmt::format("files: no file '{}'", id));
       co_return tl::unexpected(f.error());
     }
+    files.push_back(std::move(*f));
   }
   storage::conversation_record conversation;
   std::optional<storage::agent_record> agent;
@@ -400,7 +404,7 @@ asio::awaitable<expected<started_chat>> start_chat(state_ptr state, request_cont
     }
     conversation = std::move(*created);
   }
-  auto attached = attach_files(*state, caller, conversation.uuid, file_ids, answer);
+  auto attached = attach_files(*state, conversation.uuid, files, answer);
   if (!attached) {
     co_return tl::unexpected(attached.error());
   }
@@ -443,12 +447,7 @@ asio::awaitable<http_response> chat(state_ptr state, request_context& ctx, api_c
     co_return std::move(*refused);
   }
   auto* started = &std::get<started_chat>(begun);
-  const auto agent_timeout =
-      agent_from_record(started->agent, "").value_or(agent_settings{}).timeout;
-  const auto limit = std::chrono::duration_cast<std::chrono::milliseconds>(agent_timeout) +
-                     std::chrono::duration_cast<std::chrono::milliseconds>(chat_grace);
-  ctx.extend_deadline(limit);
-  auto waiting = ask<run_result>(*state->system, started->run.journal, limit, wait_atom::value);
+  auto waiting = detail::await_run(*state, ctx, started->agent, started->run.journal);
   auto result = co_await std::move(waiting);
   if (!result) {
     co_return http_response::error(

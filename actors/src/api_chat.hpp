@@ -37,6 +37,16 @@ boost::asio::awaitable<expected<storage::conversation_record>>
 new_conversation(std::shared_ptr<api_state> state, api_caller caller, storage::agent_record agent,
                  std::string first_message, std::vector<chat_message> history);
 
+/// The largest user message a chat route takes.
+inline constexpr std::size_t max_message_bytes = 256 * 1024;
+
+/// Waits for the end of the run behind `journal`: the request's deadline is extended to
+/// the agent's timeout plus a grace, and so is the wait.
+boost::asio::awaitable<expected<run_result>> await_run(const api_state& state,
+                                                       net::request_context& ctx,
+                                                       const storage::agent_record& agent,
+                                                       caf::actor journal);
+
 /// Whether answers of `agent` come from the scripted demo model.
 bool is_demo_agent(const api_state& state, const storage::agent_record& agent);
 

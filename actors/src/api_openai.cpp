@@ -25,8 +25,7 @@ using net::http_response;
 using net::request_context;
 using state_ptr = std::shared_ptr<api_state>;
 
-constexpr std::size_t max_message_bytes = 256 * 1024;
-constexpr auto chat_grace = std::chrono::seconds(60);
+using detail::max_message_bytes;
 
 http_response openai_error(unsigned status, std::string_view type, std::string_view message,
                            std::string_view param = {}) {
@@ -394,11 +393,7 @@ asio::awaitable<http_response> completions(state_ptr state, request_context& ctx
         run->run_id);
     co_return http_response{};
   }
-  const auto timeout = agent_from_record(*agent, "").value_or(agent_settings{}).timeout;
-  const auto limit = std::chrono::duration_cast<std::chrono::milliseconds>(timeout) +
-                     std::chrono::duration_cast<std::chrono::milliseconds>(chat_grace);
-  ctx.extend_deadline(limit);
-  auto waiting = ask<run_result>(*state->system, run->journal, limit, wait_atom::value);
+  auto waiting = detail::await_run(*state, ctx, *agent, run->journal);
   auto result = co_await std::move(waiting);
   if (!result) {
     co_return openai_error(504, "timeout", result.error().message);
