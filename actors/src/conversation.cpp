@@ -3,6 +3,7 @@
 #include <deque>
 #include <functional>
 #include <map>
+#include <optional>
 #include <utility>
 
 #include <fmt/format.h>
@@ -161,26 +162,22 @@ void store_artifacts(conversation_actor* self, run_result result) {
         return last;
       });
   auto shared = std::make_shared<run_result>(std::move(result));
+  // The rows were not written: the files stay named by their workspace paths only.
+  auto ended = [self, shared](std::optional<std::string> failure) {
+    if (failure) {
+      for (auto& a : shared->artifacts) {
+        a.file_id.clear();
+      }
+      shared->steps.push_back(run_step{"files", "store_artifact", "failed", *failure});
+    }
+    end_turn(self, std::move(*shared));
+  };
   self->request(*st.spec.io.writer, write_timeout, write_atom::value, std::move(op))
       .then(
-          [self, shared](write_result& r) {
-            if (!r) {
-              for (auto& a : shared->artifacts) {
-                a.file_id.clear();
-              }
-              shared->steps.push_back(
-                  run_step{"files", "store_artifact", "failed", r.error().message});
-            }
-            end_turn(self, std::move(*shared));
+          [ended](write_result& r) {
+            ended(r ? std::nullopt : std::optional<std::string>(r.error().message));
           },
-          [self, shared](caf::error& e) {
-            for (auto& a : shared->artifacts) {
-              a.file_id.clear();
-            }
-            shared->steps.push_back(
-                run_step{"files", "store_artifact", "failed", from_caf_error(e).message});
-            end_turn(self, std::move(*shared));
-          });
+          [ended](caf::error& e) { ended(from_caf_error(e).message); });
 }
 
 void on_run_done(conversation_actor* self, run_result result) {
