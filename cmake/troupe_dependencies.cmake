@@ -11,6 +11,8 @@ target_compile_definitions(troupe_boost INTERFACE
 find_package(simdjson CONFIG REQUIRED)
 find_package(CURL REQUIRED)
 find_package(SQLite3 REQUIRED)
+# libcrypto (libssl-dev) for SHA-256, HMAC, random bytes and base64 in the runtime layer.
+find_package(OpenSSL REQUIRED COMPONENTS Crypto)
 find_package(tl-expected CONFIG REQUIRED)
 find_package(fmt CONFIG REQUIRED)
 find_package(tomlplusplus CONFIG REQUIRED)

@@ -1,22 +1,53 @@
 #include "troupe/net/http_message.hpp"
 
+#include <boost/url/encoding_opts.hpp>
+#include <boost/url/grammar/hexdig_chars.hpp>
+#include <boost/url/grammar/lut_chars.hpp>
+#include <boost/url/parse_query.hpp>
+#include <boost/url/pct_string_view.hpp>
+#include <boost/url/rfc/pchars.hpp>
+
 #include "troupe/runtime/json_writer.hpp"
 
 namespace troupe::net {
 
+namespace urls = boost::urls;
+
 namespace {
 
-int hex_value(char c) noexcept {
-  if (c >= '0' && c <= '9') {
-    return c - '0';
+/// The characters RFC 3986 allows unescaped in a query (pchar / "/" / "?").
+constexpr urls::grammar::lut_chars query_chars = urls::pchars + '/' + '?';
+
+/// Decoding options: '+' read as a space or as itself.
+urls::encoding_opts plus_as(bool plus_is_space) noexcept {
+  urls::encoding_opts opts;
+  opts.space_as_plus = plus_is_space;
+  return opts;
+}
+
+/// `text` with what Boost.URL rejects escaped as itself: each '%' that does not begin
+/// two hex digits, and, when `strict_chars`, each character outside `query_chars`. Then
+/// decoding gives those characters back literally, which is how troupe has always read
+/// malformed escapes ("%zz" stays "%zz"; clients send them in hand-typed links).
+std::string escape_strays(std::string_view text, bool strict_chars) {
+  static constexpr char digits[] = "0123456789ABCDEF";
+  std::string out;
+  out.reserve(text.size() + 8);
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    const char c = text[i];
+    const bool escape_start = c == '%' && i + 2 < text.size() &&
+                              urls::grammar::hexdig_chars(text[i + 1]) &&
+                              urls::grammar::hexdig_chars(text[i + 2]);
+    if (escape_start || (c != '%' && (!strict_chars || query_chars(c)))) {
+      out.push_back(c);
+      continue;
+    }
+    const auto byte = static_cast<unsigned char>(c);
+    out.push_back('%');
+    out.push_back(digits[byte >> 4]);
+    out.push_back(digits[byte & 0x0f]);
   }
-  if (c >= 'a' && c <= 'f') {
-    return c - 'a' + 10;
-  }
-  if (c >= 'A' && c <= 'F') {
-    return c - 'A' + 10;
-  }
-  return -1;
+  return out;
 }
 
 char ascii_lower(char c) noexcept {
@@ -85,22 +116,11 @@ bool iequals(std::string_view a, std::string_view b) noexcept {
 }
 
 std::string percent_decode(std::string_view text, bool plus_is_space) {
-  std::string out;
-  out.reserve(text.size());
-  for (std::size_t i = 0; i < text.size(); ++i) {
-    const char c = text[i];
-    if (c == '%' && i + 2 < text.size()) {
-      const int hi = hex_value(text[i + 1]);
-      const int lo = hex_value(text[i + 2]);
-      if (hi >= 0 && lo >= 0) {
-        out.push_back(static_cast<char>(hi * 16 + lo));
-        i += 2;
-        continue;
-      }
-    }
-    out.push_back(plus_is_space && c == '+' ? ' ' : c);
+  if (const auto valid = urls::make_pct_string_view(text)) {
+    return valid->decode(plus_as(plus_is_space));
   }
-  return out;
+  const auto repaired = escape_strays(text, false);
+  return urls::make_pct_string_view(repaired).value().decode(plus_as(plus_is_space));
 }
 
 std::string_view http_request::header(std::string_view name) const noexcept {
@@ -113,20 +133,22 @@ std::string_view http_request::header(std::string_view name) const noexcept {
 }
 
 std::string http_request::query_param(std::string_view name) const {
-  std::string_view rest = query;
-  while (!rest.empty()) {
-    const auto amp = rest.find('&');
-    const auto pair = rest.substr(0, amp);
-    const auto eq = pair.find('=');
-    const auto key = percent_decode(pair.substr(0, eq), true);
-    if (key == name) {
-      return eq == std::string_view::npos ? std::string{}
-                                          : percent_decode(pair.substr(eq + 1), true);
+  // A query Boost.URL rejects (a stray '%', a character RFC 3986 does not allow) is read
+  // leniently: those characters are escaped as themselves first, as percent_decode does.
+  std::string repaired;
+  auto params = urls::parse_query(query);
+  if (!params) {
+    repaired = escape_strays(query, true);
+    params = urls::parse_query(repaired);
+  }
+  if (!params) {
+    return {};
+  }
+  const auto opts = plus_as(true);
+  for (const auto param : *params) {
+    if (param.key.decode(opts) == name) {
+      return param.has_value ? param.value.decode(opts) : std::string{};
     }
-    if (amp == std::string_view::npos) {
-      break;
-    }
-    rest.remove_prefix(amp + 1);
   }
   return {};
 }

@@ -1,5 +1,7 @@
 #include <catch2/catch.hpp>
 
+#include <set>
+
 #include "troupe/runtime/crypto.hpp"
 
 using namespace troupe;
@@ -9,6 +11,9 @@ TEST_CASE("sha256 matches the FIPS 180-4 test vectors", "[runtime][crypto]") {
   CHECK(sha256_hex("abc") == "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad");
   CHECK(sha256_hex("abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq") ==
         "248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1");
+  CHECK(sha256_hex("abcdefghbcdefghicdefghijdefghijkefghijklfghijklmghijklmnhijklmnoijklmnopjklm"
+                   "nopqklmnopqrlmnopqrsmnopqrstnopqrstu") ==
+        "cf5b16a778af8380036ce59e7b0492370b249b11e8f07a51afac45037afee9d1");
   CHECK(sha256_hex(std::string(1'000'000, 'a')) ==
         "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
 }
@@ -22,6 +27,23 @@ TEST_CASE("sha256 gives the same digest for data fed in pieces", "[runtime][cryp
   CHECK(to_hex(h.finish()) == sha256_hex(text));
 }
 
+TEST_CASE("sha256 of the million-a vector fed one byte at a time matches FIPS 180-4",
+          "[runtime][crypto]") {
+  sha256_hasher h;
+  for (int i = 0; i < 1'000'000; ++i) {
+    h.update("a");
+  }
+  CHECK(to_hex(h.finish()) == "cdc76e5c9914fb9281a1c7e284d73e67f1809a48a497200e046d39ccc7112cd0");
+}
+
+TEST_CASE("a moved sha256 hasher keeps the bytes fed before the move", "[runtime][crypto]") {
+  sha256_hasher a;
+  a.update("ab");
+  sha256_hasher b = std::move(a);
+  b.update("c");
+  CHECK(to_hex(b.finish()) == sha256_hex("abc"));
+}
+
 TEST_CASE("hmac-sha256 matches RFC 4231", "[runtime][crypto]") {
   CHECK(to_hex(hmac_sha256(std::string(20, '\x0b'), "Hi There")) ==
         "b0344c61d8db38535ca8afceaf0bf12b881dc200c9833da726e9376c2e32cff7");
@@ -31,6 +53,25 @@ TEST_CASE("hmac-sha256 matches RFC 4231", "[runtime][crypto]") {
   CHECK(to_hex(hmac_sha256(std::string(131, '\xaa'),
                            "Test Using Larger Than Block-Size Key - Hash Key First")) ==
         "60e431591ee0b67f0d8a26aacbf5b77f8e0bc6213728c5140546040f0ee37f54");
+  // Test case 3: 50 bytes of 0xdd under 20 bytes of 0xaa.
+  CHECK(to_hex(hmac_sha256(std::string(20, '\xaa'), std::string(50, '\xdd'))) ==
+        "773ea91e36800e46854db8ebd09181a72959098b3ef8c122d9635514ced565fe");
+  // Test case 4: the key is the bytes 0x01 to 0x19.
+  std::string key4;
+  for (char c = 1; c <= 25; ++c) {
+    key4.push_back(c);
+  }
+  CHECK(to_hex(hmac_sha256(key4, std::string(50, '\xcd'))) ==
+        "82558a389a443c0ea4cc819899f2083a85f0faa3e578f8077a2e3ff46729665b");
+  // Test case 5 publishes only the first 128 bits.
+  CHECK(to_hex(hmac_sha256(std::string(20, '\x0c'), "Test With Truncation")).substr(0, 32) ==
+        "a3b6167473100ee06e0c796c2955552b");
+  // Test case 7: key and data both longer than the block.
+  CHECK(to_hex(hmac_sha256(std::string(131, '\xaa'),
+                           "This is a test using a larger than block-size key and a larger than "
+                           "block-size data. The key needs to be hashed before being used by the "
+                           "HMAC algorithm.")) ==
+        "9b09ffa71b942fcb27635fbcd5b0e944bfdc63644f0713938a7f51535c3a35e2");
 }
 
 TEST_CASE("random bytes differ between calls and constant-time compare is exact",
@@ -44,4 +85,51 @@ TEST_CASE("random bytes differ between calls and constant-time compare is exact"
   CHECK(constant_time_equal("abc", "abc"));
   CHECK_FALSE(constant_time_equal("abc", "abd"));
   CHECK_FALSE(constant_time_equal("abc", "abcd"));
+}
+
+TEST_CASE("constant-time compare treats empty inputs and embedded zero bytes exactly",
+          "[runtime][crypto]") {
+  CHECK(constant_time_equal("", ""));
+  CHECK_FALSE(constant_time_equal("", "a"));
+  CHECK(constant_time_equal(std::string("a\0b", 3), std::string("a\0b", 3)));
+  CHECK_FALSE(constant_time_equal(std::string("a\0b", 3), std::string("a\0c", 3)));
+}
+
+TEST_CASE("random bytes come in the size asked for, large requests included", "[runtime][crypto]") {
+  CHECK(random_bytes(0).value().empty());
+  const auto big = random_bytes(100'000);
+  REQUIRE(big);
+  CHECK(big->size() == 100'000);
+  // All 256 byte values appear in 100,000 uniform bytes (missing one has odds ~e^-390).
+  std::set<char> seen(big->begin(), big->end());
+  CHECK(seen.size() == 256);
+}
+
+namespace {
+
+bool is_lower_hex(char c) {
+  return (c >= '0' && c <= '9') || (c >= 'a' && c <= 'f');
+}
+
+} // namespace
+
+TEST_CASE("uuids are canonical version 4, RFC 4122 variant, and do not repeat",
+          "[runtime][crypto]") {
+  std::set<std::string> seen;
+  for (int i = 0; i < 10'000; ++i) {
+    const auto id = new_uuid();
+    REQUIRE(id.size() == 36);
+    for (std::size_t j = 0; j < id.size(); ++j) {
+      if (j == 8 || j == 13 || j == 18 || j == 23) {
+        REQUIRE(id[j] == '-');
+      } else {
+        REQUIRE(is_lower_hex(id[j]));
+      }
+    }
+    REQUIRE(id[14] == '4');
+    REQUIRE((id[19] == '8' || id[19] == '9' || id[19] == 'a' || id[19] == 'b'));
+    seen.insert(id);
+  }
+  CHECK(seen.size() == 10'000);
+  CHECK(seen.count("00000000-0000-4000-8000-000000000000") == 0);
 }

@@ -39,7 +39,7 @@ struct http_request {
 
   /// The first header named `name` (case-insensitive), or empty.
   std::string_view header(std::string_view name) const noexcept;
-  /// The decoded value of query parameter `name`, or empty when absent.
+  /// The decoded value of query parameter `name` (Boost.URL, '+' as space), or empty.
   std::string query_param(std::string_view name) const;
 };
 
@@ -66,8 +66,8 @@ std::string error_body(std::string_view code, std::string_view message);
 /// Case-insensitive ASCII comparison, as header names need.
 bool iequals(std::string_view a, std::string_view b) noexcept;
 
-/// Decodes %XX escapes (and '+' as space when `plus_is_space`); malformed escapes are
-/// kept as they are.
+/// Decodes %XX escapes (and '+' as space when `plus_is_space`) with Boost.URL; malformed
+/// escapes are kept as they are ("%zz" stays "%zz").
 std::string percent_decode(std::string_view text, bool plus_is_space = false);
 
 } // namespace troupe::net

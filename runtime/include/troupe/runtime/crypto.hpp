@@ -1,24 +1,31 @@
 #pragma once
 
 /// \file
-/// The little cryptography the API needs: SHA-256, HMAC-SHA256, random bytes from the
-/// kernel's CSPRNG, hex and a constant-time comparison. SHA-256 is implemented here
-/// (FIPS 180-4) so that the runtime layer links no crypto library.
+/// The little cryptography the API needs: SHA-256, HMAC-SHA256, random bytes, hex and a
+/// constant-time comparison. The primitives are OpenSSL's libcrypto (linked privately:
+/// no OpenSSL header is included here); this header only gives them troupe's types.
 
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
 #include "troupe/runtime/error.hpp"
+
+// OpenSSL's EVP_MD_CTX, declared so that the hasher can own one without this header
+// including OpenSSL.
+struct evp_md_ctx_st;
 
 namespace troupe {
 
 /// A SHA-256 digest.
 using sha256_digest = std::array<std::uint8_t, 32>;
 
-/// Incremental SHA-256, for data that arrives in pieces.
+/// Incremental SHA-256, for data that arrives in pieces. Movable, not copyable.
+/// Aborts the process if libcrypto cannot allocate or initialise its digest context (out
+/// of memory or a broken OpenSSL install: nothing a caller could recover from).
 class sha256_hasher {
 public:
   sha256_hasher() noexcept;
@@ -27,11 +34,10 @@ public:
   sha256_digest finish() noexcept;
 
 private:
-  void block(const std::uint8_t* p) noexcept;
-  std::array<std::uint32_t, 8> h_;
-  std::array<std::uint8_t, 64> buffer_{};
-  std::size_t buffered_ = 0;
-  std::uint64_t length_ = 0;
+  struct context_deleter {
+    void operator()(evp_md_ctx_st* ctx) const noexcept;
+  };
+  std::unique_ptr<evp_md_ctx_st, context_deleter> ctx_;
 };
 
 /// SHA-256 of `bytes`.
@@ -45,10 +51,14 @@ sha256_digest hmac_sha256(std::string_view key, std::string_view message) noexce
 std::string to_hex(std::string_view bytes);
 std::string to_hex(const sha256_digest& digest);
 
-/// `n` bytes from the kernel's CSPRNG (getrandom); fails only if the kernel does.
+/// `n` bytes from OpenSSL's CSPRNG (seeded by the kernel); an io_error naming OpenSSL's
+/// reason when it cannot produce them (e.g. no entropy source).
 expected<std::string> random_bytes(std::size_t n);
 
 /// A random (version 4) UUID in its canonical 36-character form, from `random_bytes`.
+/// Fails loudly: when no randomness is available it logs the cause and aborts, because
+/// an all-zero or predictable id (ids name runs, files and conversations, which must
+/// neither collide nor be guessed) is a security bug, not a degraded mode.
 std::string new_uuid();
 
 /// Compares in time that depends only on the lengths, not on where the inputs differ.
