@@ -1,0 +1,272 @@
+#include <atomic>
+#include <chrono>
+#include <future>
+#include <memory>
+#include <optional>
+#include <thread>
+
+#include <boost/asio/post.hpp>
+#include <caf/all.hpp>
+#include <catch2/catch.hpp>
+
+#include "troupe/actors/shard_scheduler.hpp"
+
+using namespace troupe::actors;
+using namespace std::chrono_literals;
+
+namespace {
+
+using where_atom = caf::atom_constant<caf::atom("where")>;
+using child_atom = caf::atom_constant<caf::atom("child")>;
+using count_atom = caf::atom_constant<caf::atom("count")>;
+using total_atom = caf::atom_constant<caf::atom("total")>;
+using tick_atom = caf::atom_constant<caf::atom("tick")>;
+using ask_atom = caf::atom_constant<caf::atom("ask")>;
+using silent_atom = caf::atom_constant<caf::atom("silent")>;
+
+constexpr std::size_t not_a_shard = 999;
+
+std::size_t here() {
+  return shard_set::current().value_or(not_a_shard);
+}
+
+// An actor system on `n` shards.
+struct sharded_system {
+  explicit sharded_system(std::size_t n) : system((use_shard_scheduler(config, {n, 0}), config)) {}
+  caf::actor_system_config config;
+  caf::actor_system system;
+  caf::scoped_actor self{system};
+
+  template <class T, class Handle, class... Ts> T ask(const Handle& who, Ts&&... xs) {
+    std::optional<T> out;
+    self->request(who, 5s, std::forward<Ts>(xs)...)
+        .receive([&](T value) { out = std::move(value); },
+                 [&](caf::error& e) { FAIL("request failed: " << to_string(e)); });
+    REQUIRE(out.has_value());
+    return *out;
+  }
+};
+
+struct probe_state {
+  static inline const char* name = "probe";
+};
+
+// Says which shard it runs on; spawns children that say where they run.
+caf::behavior probe(homed_actor<probe_state>* self) {
+  return {
+      [](where_atom) { return here(); },
+      [self](child_atom) {
+        auto child = self->spawn(probe);
+        return self->delegate(child, where_atom::value);
+      },
+  };
+}
+
+struct counter_state {
+  std::uint64_t expected = 0;
+  bool in_order = true;
+};
+
+// Counts numbered messages and checks that they arrive in order.
+caf::behavior counter(homed_actor<counter_state>* self) {
+  return {
+      [self](count_atom, std::uint64_t n) {
+        if (n != self->state.expected) {
+          self->state.in_order = false;
+        }
+        self->state.expected = n + 1;
+      },
+      [self](total_atom) { return std::make_pair(self->state.expected, self->state.in_order); },
+  };
+}
+
+struct lifetime_state {
+  std::shared_ptr<std::atomic<bool>> destroyed;
+  ~lifetime_state() {
+    if (destroyed) {
+      destroyed->store(true);
+    }
+  }
+};
+
+// Takes requests and never answers them, without keeping them.
+caf::behavior black_hole(homed_actor<probe_state>*) {
+  return {
+      [](silent_atom) -> caf::result<int> { return caf::delegated<int>(); },
+  };
+}
+
+// On `ask`, requests `silent` of `target` with an hour's timeout and waits.
+caf::behavior patient_asker(homed_actor<lifetime_state>* self,
+                            std::shared_ptr<std::atomic<bool>> destroyed, caf::actor target) {
+  self->state.destroyed = std::move(destroyed);
+  return {
+      [self, target](ask_atom) {
+        self->request(target, std::chrono::seconds(3600), silent_atom::value)
+            .then([](int) {}, [](caf::error&) {});
+      },
+  };
+}
+
+template <class Predicate> bool poll_until(Predicate done, std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!done()) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      return false;
+    }
+    std::this_thread::yield();
+  }
+  return true;
+}
+
+} // namespace
+
+TEST_CASE("an actor spawned on a shard runs on that shard's thread", "[actors][shards]") {
+  sharded_system s(3);
+  auto* shards = shards_of(s.system);
+  REQUIRE(shards != nullptr);
+  CHECK(shards->size() == 3);
+  for (std::size_t k = 0; k < 3; ++k) {
+    auto p = spawn_on(s.system, k, probe);
+    CHECK(s.ask<std::size_t>(p, where_atom::value) == k);
+    caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
+  }
+}
+
+TEST_CASE("an actor spawned by a homed actor lives on its parent's shard", "[actors][shards]") {
+  sharded_system s(4);
+  for (std::size_t k = 0; k < 4; ++k) {
+    auto parent = spawn_on(s.system, k, probe);
+    CHECK(s.ask<std::size_t>(parent, child_atom::value) == k);
+    caf::anon_send_exit(parent, caf::exit_reason::user_shutdown);
+  }
+}
+
+TEST_CASE("actors spawned outside any shard are spread over the shards", "[actors][shards]") {
+  sharded_system s(2);
+  std::array<int, 2> seen{};
+  for (int i = 0; i < 8; ++i) {
+    auto p = s.system.spawn(probe);
+    const auto k = s.ask<std::size_t>(p, where_atom::value);
+    REQUIRE(k < 2);
+    ++seen[k];
+    caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
+  }
+  CHECK(seen[0] > 0);
+  CHECK(seen[1] > 0);
+}
+
+TEST_CASE("messages within a shard and across shards arrive complete and in order",
+          "[actors][shards]") {
+  sharded_system s(2);
+  constexpr std::uint64_t n = 20'000;
+  for (const std::size_t target_shard : {std::size_t{0}, std::size_t{1}}) {
+    auto c = spawn_on(s.system, target_shard, counter);
+    // The sender is a homed actor on shard 0: same shard as the first counter, another
+    // shard than the second.
+    auto sender = spawn_on(s.system, 0, [c](homed_actor<probe_state>* self) -> caf::behavior {
+      return {[self, c](tick_atom) {
+        for (std::uint64_t i = 0; i < n; ++i) {
+          self->send(c, count_atom::value, i);
+        }
+      }};
+    });
+    caf::anon_send(sender, tick_atom::value);
+    std::pair<std::uint64_t, bool> total{0, false};
+    REQUIRE(poll_until(
+        [&] {
+          total = s.ask<std::pair<std::uint64_t, bool>>(c, total_atom::value);
+          return total.first == n;
+        },
+        10s));
+    CHECK(total.second);
+    caf::anon_send_exit(c, caf::exit_reason::user_shutdown);
+    caf::anon_send_exit(sender, caf::exit_reason::user_shutdown);
+  }
+}
+
+TEST_CASE("delayed messages, receive timeouts and request timeouts fire on the shard",
+          "[actors][shards]") {
+  sharded_system s(2);
+  auto fired = std::make_shared<std::promise<std::tuple<std::size_t, std::size_t, bool>>>();
+  auto hole = spawn_on(s.system, 0, black_hole);
+  auto a = spawn_on(s.system, 1, [fired, hole](homed_actor<probe_state>* self) -> caf::behavior {
+    auto delayed_on = std::make_shared<std::size_t>(not_a_shard);
+    self->delayed_send(self, 20ms, tick_atom::value);
+    return {
+        [self, delayed_on, fired, hole](tick_atom) {
+          *delayed_on = here();
+          self->request(hole, 30ms, silent_atom::value)
+              .then([](int) {},
+                    [self, delayed_on, fired](caf::error& e) {
+                      const bool timed_out = e == caf::sec::request_timeout;
+                      const auto timeout_on = here();
+                      // A receive timeout next.
+                      self->become(
+                          caf::after(10ms) >> [self, delayed_on, fired, timeout_on, timed_out] {
+                            fired->set_value({*delayed_on, timeout_on, timed_out && here() == 1});
+                            self->quit();
+                          });
+                    });
+        },
+    };
+  });
+  auto result = fired->get_future();
+  REQUIRE(result.wait_for(10s) == std::future_status::ready);
+  const auto [delayed_on, timeout_on, timed_out] = result.get();
+  CHECK(delayed_on == 1);
+  CHECK(timeout_on == 1);
+  CHECK(timed_out);
+  caf::anon_send_exit(hole, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("a pending request timeout does not keep an actor alive", "[actors][shards]") {
+  sharded_system s(2);
+  auto destroyed = std::make_shared<std::atomic<bool>>(false);
+  auto hole = spawn_on(s.system, 0, black_hole);
+  {
+    auto asker = spawn_on(s.system, 1, patient_asker, destroyed, hole);
+    caf::anon_send(asker, ask_atom::value);
+  } // the last handle to the asker goes; only its hour-long request timeout is left
+  // (CAF's own clock holds the actor strongly until the timeout fires, an hour later).
+  CHECK(poll_until([&] { return destroyed->load(); }, 10s));
+  caf::anon_send_exit(hole, caf::exit_reason::user_shutdown);
+}
+
+TEST_CASE("asio work posted to a shard runs on the thread of that shard's actors",
+          "[actors][shards]") {
+  sharded_system s(2);
+  auto* shards = shards_of(s.system);
+  REQUIRE(shards != nullptr);
+  for (std::size_t k = 0; k < 2; ++k) {
+    auto p = spawn_on(s.system, k, probe);
+    std::promise<std::size_t> posted_on;
+    boost::asio::post(shards->executor(k), [&posted_on] { posted_on.set_value(here()); });
+    CHECK(posted_on.get_future().get() == k);
+    CHECK(s.ask<std::size_t>(p, where_atom::value) == k);
+    caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
+  }
+}
+
+TEST_CASE("the key of a conversation maps to one shard, the same every time", "[actors][shards]") {
+  sharded_system s(4);
+  auto* shards = shards_of(s.system);
+  REQUIRE(shards != nullptr);
+  const auto k = shards->shard_for("conversation-42");
+  CHECK(k < 4);
+  CHECK(shards->shard_for("conversation-42") == k);
+}
+
+TEST_CASE("a system on shards shuts down with timers pending", "[actors][shards]") {
+  auto s = std::make_unique<sharded_system>(2);
+  auto p = spawn_on(s->system, 0, [](homed_actor<probe_state>* self) -> caf::behavior {
+    self->delayed_send(self, std::chrono::seconds(3600), tick_atom::value);
+    return {[](tick_atom) {}, caf::after(std::chrono::seconds(3600)) >> [] {}};
+  });
+  auto q = spawn_on(s->system, 1, probe);
+  CHECK(s->ask<std::size_t>(q, where_atom::value) == 1);
+  caf::anon_send_exit(p, caf::exit_reason::user_shutdown);
+  caf::anon_send_exit(q, caf::exit_reason::user_shutdown);
+  s.reset(); // returns: shutdown does not wait for the hour-long timers
+  SUCCEED("the actor system went down");
+}
