@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <condition_variable>
+#include <ctime>
 #include <deque>
 #include <functional>
 #include <map>
@@ -202,13 +204,20 @@ private:
 
 class shard_scheduler;
 
+/// A cheap monotonic clock (a few ns, ~4 ms resolution): enough to see a stall.
+std::int64_t coarse_now_ms() noexcept {
+  timespec ts{};
+  clock_gettime(CLOCK_MONOTONIC_COARSE, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000;
+}
+
 /// One shard: a thread running an io_context, the actors homed here, and their timers.
 class shard final : public caf::execution_unit {
 public:
   shard(caf::actor_system& system, shard_scheduler& owner, std::size_t index,
-        std::size_t max_throughput)
+        std::size_t max_throughput, const shard_options& options)
       : caf::execution_unit(&system), owner_(owner), index_(index), max_throughput_(max_throughput),
-        work_(asio::make_work_guard(io_)), timers_(io_, *this) {}
+        options_(options), work_(asio::make_work_guard(io_)), probe_(io_), timers_(io_, *this) {}
 
   void exec_later(caf::resumable* job) override;
 
@@ -227,6 +236,22 @@ public:
 
   void start() {
     thread_ = std::thread([this] { run(); });
+    if (options_.lag_probe_interval.count() > 0 && options_.on_lag) {
+      asio::post(io_, [this] { arm_probe(); });
+    }
+  }
+
+  /// What holds the thread now, for the watchdog: since when (coarse ms, 0: idle) and
+  /// the name of the actor being resumed (null: an Asio handler or nothing).
+  struct busy_view {
+    std::int64_t since_ms;
+    const char* actor;
+    std::int64_t probe_due_ms;
+  };
+  busy_view busy() const noexcept {
+    return {busy_since_ms_.load(std::memory_order_relaxed),
+            busy_actor_.load(std::memory_order_relaxed),
+            probe_due_ms_.load(std::memory_order_relaxed)};
   }
 
   /// Called on this shard's thread: runs `job` here.
@@ -251,6 +276,8 @@ public:
   /// Ends the thread once the io_context has nothing left (after the actors are gone).
   void stop() {
     asio::post(io_, [this] {
+      probe_.cancel();
+      probe_due_ms_.store(0, std::memory_order_relaxed);
       timers_.clear();
       work_.reset();
       io_.stop();
@@ -271,6 +298,23 @@ public:
   }
 
 private:
+  // The loop-lag probe: a timer that should fire every interval; how late it fires is
+  // how long the thread was kept from its queue.
+  void arm_probe() {
+    const auto due = std::chrono::steady_clock::now() + options_.lag_probe_interval;
+    probe_due_ms_.store(coarse_now_ms() + options_.lag_probe_interval.count(),
+                        std::memory_order_relaxed);
+    probe_.expires_at(due);
+    probe_.async_wait([this, due](const boost::system::error_code& ec) {
+      if (ec) {
+        return;
+      }
+      const std::chrono::duration<double> lag = std::chrono::steady_clock::now() - due;
+      options_.on_lag(index_, std::max(0.0, lag.count()));
+      arm_probe();
+    });
+  }
+
   void run() {
     current_shard = this;
     caf::detail::set_thread_name("troupe.shard");
@@ -309,7 +353,13 @@ private:
     for (std::size_t n = 0; n < drain_batch && !local_.empty(); ++n) {
       auto* job = local_.front();
       local_.pop_front();
-      switch (job->resume(this, max_throughput_)) {
+      const auto* actor = dynamic_cast<caf::local_actor*>(job);
+      busy_actor_.store(actor != nullptr ? actor->name() : nullptr, std::memory_order_relaxed);
+      busy_since_ms_.store(coarse_now_ms(), std::memory_order_relaxed);
+      const auto outcome = job->resume(this, max_throughput_);
+      busy_since_ms_.store(0, std::memory_order_relaxed);
+      busy_actor_.store(nullptr, std::memory_order_relaxed);
+      switch (outcome) {
         case caf::resumable::resume_later:
           local_.push_back(job);
           break;
@@ -333,8 +383,13 @@ private:
   shard_scheduler& owner_;
   std::size_t index_;
   std::size_t max_throughput_;
+  const shard_options& options_;
   asio::io_context io_{1};
   asio::executor_work_guard<asio::io_context::executor_type> work_;
+  asio::steady_timer probe_;
+  std::atomic<std::int64_t> probe_due_ms_{0};
+  std::atomic<std::int64_t> busy_since_ms_{0};
+  std::atomic<const char*> busy_actor_{nullptr};
   std::thread thread_;
   // Touched only by this shard's thread.
   std::deque<caf::resumable*> local_;
@@ -452,16 +507,27 @@ public:
   void start() override {
     shards_.reserve(num_workers_);
     for (std::size_t i = 0; i < num_workers_; ++i) {
-      shards_.push_back(std::make_unique<shard>(system(), *this, i, max_throughput_));
+      shards_.push_back(std::make_unique<shard>(system(), *this, i, max_throughput_, options_));
     }
     for (auto& s : shards_) {
       s->start();
+    }
+    if (options_.stall_warn.count() > 0 && options_.on_stall) {
+      watchdog_ = std::thread([this] { watch(); });
     }
     // The printer (a detached utility actor).
     abstract_coordinator::start();
   }
 
   void stop() override {
+    if (watchdog_.joinable()) {
+      {
+        const std::lock_guard lock(watchdog_mutex_);
+        watchdog_stop_ = true;
+      }
+      watchdog_cv_.notify_all();
+      watchdog_.join();
+    }
     stop_actors();
     for (auto& s : shards_) {
       s->stop();
@@ -548,9 +614,47 @@ private:
     return job.settle_home(proposed) % shards_.size();
   }
 
+  // Looks at every shard each half `stall_warn`: an actor resumed longer ago than
+  // `stall_warn`, or a lag probe overdue by as much while no actor runs (an Asio handler
+  // holds the thread), is reported once per stall.
+  void watch() {
+    detail_set_watchdog_name();
+    const auto warn = options_.stall_warn.count();
+    std::vector<std::int64_t> reported(shards_.size(), 0);
+    std::unique_lock lock(watchdog_mutex_);
+    while (
+        !watchdog_cv_.wait_for(lock, options_.stall_warn / 2, [this] { return watchdog_stop_; })) {
+      const auto now = coarse_now_ms();
+      for (std::size_t i = 0; i < shards_.size(); ++i) {
+        const auto view = shards_[i]->busy();
+        std::int64_t since = 0;
+        const char* what = nullptr;
+        if (view.since_ms != 0 && now - view.since_ms > warn) {
+          since = view.since_ms;
+          what = view.actor != nullptr ? view.actor : "actor";
+        } else if (view.since_ms == 0 && view.probe_due_ms != 0 && now - view.probe_due_ms > warn) {
+          since = view.probe_due_ms;
+          what = "asio handler";
+        }
+        if (what != nullptr && reported[i] != since) {
+          reported[i] = since;
+          options_.on_stall(i, what, std::chrono::milliseconds(now - since));
+        }
+      }
+    }
+  }
+
+  static void detail_set_watchdog_name() {
+    caf::detail::set_thread_name("troupe.watchdog");
+  }
+
   shard_options options_;
   shard_clock clock_;
   std::vector<std::unique_ptr<shard>> shards_;
+  std::thread watchdog_;
+  std::mutex watchdog_mutex_;
+  std::condition_variable watchdog_cv_;
+  bool watchdog_stop_ = false;
 };
 
 void shard::exec_later(caf::resumable* job) {

@@ -64,7 +64,9 @@ enum class scheduler_kind { sharing, shards };
 std::unique_ptr<caf::actor_system_config> make_config(scheduler_kind kind) {
   auto cfg = std::make_unique<caf::actor_system_config>();
   if (kind == scheduler_kind::shards) {
-    use_shard_scheduler(*cfg, {2, 0});
+    shard_options options;
+    options.shards = 2;
+    use_shard_scheduler(*cfg, options);
   } else {
     cfg->set("scheduler.policy", caf::atom("sharing"));
     cfg->set("scheduler.max-threads", std::size_t{2});

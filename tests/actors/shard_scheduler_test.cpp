@@ -1,9 +1,15 @@
+#include <algorithm>
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <future>
 #include <memory>
+#include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
+#include <tuple>
+#include <vector>
 
 #include <boost/asio/post.hpp>
 #include <caf/all.hpp>
@@ -32,7 +38,13 @@ std::size_t here() {
 
 // An actor system on `n` shards.
 struct sharded_system {
-  explicit sharded_system(std::size_t n) : system((use_shard_scheduler(config, {n, 0}), config)) {}
+  explicit sharded_system(std::size_t n)
+      : system((use_shard_scheduler(config, options(n)), config)) {}
+  static shard_options options(std::size_t n) {
+    shard_options o;
+    o.shards = n;
+    return o;
+  }
   caf::actor_system_config config;
   caf::actor_system system;
   caf::scoped_actor self{system};
@@ -269,4 +281,80 @@ TEST_CASE("a system on shards shuts down with timers pending", "[actors][shards]
   caf::anon_send_exit(q, caf::exit_reason::user_shutdown);
   s.reset(); // returns: shutdown does not wait for the hour-long timers
   SUCCEED("the actor system went down");
+}
+
+namespace {
+
+struct blocker_state {
+  static inline const char* name = "blocker";
+};
+
+// Holds its shard's thread for `ms` when told to (what a blocking call on a shard does).
+caf::behavior blocker(homed_actor<blocker_state>*) {
+  return {[](tick_atom, int ms) {
+    const auto until = std::chrono::steady_clock::now() + std::chrono::milliseconds(ms);
+    while (std::chrono::steady_clock::now() < until) {
+    }
+  }};
+}
+
+struct stall_report {
+  std::mutex mutex;
+  std::vector<std::tuple<std::size_t, std::string, std::chrono::milliseconds>> stalls;
+  std::array<std::atomic<int>, 2> probes{};
+  std::atomic<double> worst_lag{0};
+};
+
+} // namespace
+
+TEST_CASE("each shard's loop-lag probe reports, and a stall names what held the thread",
+          "[actors][shards]") {
+  auto report = std::make_shared<stall_report>();
+  caf::actor_system_config config;
+  shard_options options;
+  options.shards = 2;
+  options.lag_probe_interval = 20ms;
+  options.on_lag = [report](std::size_t shard, double lag) {
+    report->probes.at(shard).fetch_add(1);
+    double seen = report->worst_lag.load();
+    while (lag > seen && !report->worst_lag.compare_exchange_weak(seen, lag)) {
+    }
+  };
+  options.stall_warn = 50ms;
+  options.on_stall = [report](std::size_t shard, std::string_view what,
+                              std::chrono::milliseconds held) {
+    const std::lock_guard lock(report->mutex);
+    report->stalls.emplace_back(shard, std::string(what), held);
+  };
+  use_shard_scheduler(config, options);
+  caf::actor_system system(config);
+  auto stalls_named = [&](std::string_view what) {
+    const std::lock_guard lock(report->mutex);
+    return std::count_if(report->stalls.begin(), report->stalls.end(),
+                         [&](const auto& s) { return std::get<1>(s) == what; });
+  };
+
+  CHECK(poll_until([&] { return report->probes[0] >= 3 && report->probes[1] >= 3; }, 10s));
+
+  auto b = spawn_on(system, 1, blocker);
+  caf::anon_send(b, tick_atom::value, 300);
+  REQUIRE(poll_until([&] { return stalls_named("blocker") > 0; }, 10s));
+  {
+    const std::lock_guard lock(report->mutex);
+    const auto& [shard, what, held] = report->stalls.front();
+    CHECK(shard == 1);
+    CHECK(held >= 50ms);
+  }
+  // Work that is not an actor holds the thread: named as an Asio handler.
+  auto* shards = shards_of(system);
+  REQUIRE(shards != nullptr);
+  boost::asio::post(shards->executor(0), [] {
+    const auto until = std::chrono::steady_clock::now() + 300ms;
+    while (std::chrono::steady_clock::now() < until) {
+    }
+  });
+  REQUIRE(poll_until([&] { return stalls_named("asio handler") > 0; }, 10s));
+  // The probe saw the stall as lag.
+  CHECK(poll_until([&] { return report->worst_lag.load() >= 0.2; }, 10s));
+  caf::anon_send_exit(b, caf::exit_reason::user_shutdown);
 }

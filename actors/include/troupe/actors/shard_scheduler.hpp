@@ -23,7 +23,9 @@
 /// Install with `use_shard_scheduler(config, options)` before the actor system is built.
 
 #include <atomic>
+#include <chrono>
 #include <cstddef>
+#include <functional>
 #include <limits>
 #include <optional>
 #include <string_view>
@@ -82,6 +84,18 @@ struct shard_options {
   /// Messages an actor handles before it yields its shard to the next one; 0: CAF's
   /// `scheduler.max-throughput`.
   std::size_t max_throughput = 0;
+  /// The loop-lag probe: every `lag_probe_interval` each shard arms a timer and reports
+  /// how late it fired to `on_lag` (on the shard's thread, so keep it cheap: a histogram
+  /// observation). Zero interval or no callback: no probe.
+  std::chrono::milliseconds lag_probe_interval{100};
+  std::function<void(std::size_t shard, double lag_seconds)> on_lag;
+  /// The stall watchdog: when one thing holds a shard's thread longer than `stall_warn`,
+  /// `on_stall` is told (from the watchdog's own thread) what it is — the actor's name,
+  /// or "asio handler" for other work — and for how long, once per stall. Zero or no
+  /// callback: no watchdog.
+  std::chrono::milliseconds stall_warn{0};
+  std::function<void(std::size_t shard, std::string_view what, std::chrono::milliseconds held)>
+      on_stall;
 };
 
 /// Installs the shard scheduler into `config`: the actor system built from it runs its
