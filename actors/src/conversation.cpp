@@ -23,7 +23,6 @@ namespace {
 using idle_atom = caf::atom_constant<caf::atom("idle")>;
 using started_atom = caf::atom_constant<caf::atom("started")>;
 
-constexpr auto write_timeout = std::chrono::seconds(30);
 // Largest run artifact copied into the files store.
 constexpr std::size_t max_artifact_bytes = std::size_t{256} << 20;
 // How long a conversation waits for a run beyond the run's own deadline.
@@ -172,7 +171,7 @@ void store_artifacts(conversation_actor* self, run_result result) {
     }
     end_turn(self, std::move(*shared));
   };
-  self->request(*st.spec.io.writer, write_timeout, write_atom::value, std::move(op))
+  self->request(*st.spec.io.writer, store_write_timeout, write_atom::value, std::move(op))
       .then(
           [ended](write_result& r) {
             ended(r ? std::nullopt : std::optional<std::string>(r.error().message));
@@ -255,7 +254,7 @@ void start_next(conversation_actor* self) {
   row.model = st.spec.agent.model;
   row.created_at = unix_millis_now();
   self->request(
-          *writer, write_timeout, write_atom::value,
+          *writer, store_write_timeout, write_atom::value,
           storage::make_write(
               "insert run", [row](storage::connection& c) { return storage::insert_run(c, row); }))
       .then([self](write_result& id) { launch(self, id ? *id : 0); },

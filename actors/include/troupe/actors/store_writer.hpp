@@ -47,6 +47,10 @@ using store_writer_actor =
                      caf::replies_to<stats_atom>::with<store_writer_stats>,
                      caf::reacts_to<flush_atom, std::uint64_t>>;
 
+/// How long an actor or route waits for the writer to answer a write. Generous: a write
+/// waits for its batch's commit, and a busy disk may take seconds.
+inline constexpr std::chrono::milliseconds store_write_timeout{std::chrono::seconds(30)};
+
 /// Group-commit knobs (`[storage]` in the config).
 struct store_writer_options {
   /// How long the first write of a batch may wait for company. 0: commit whatever has

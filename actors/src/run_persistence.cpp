@@ -1,0 +1,91 @@
+// What a run leaves behind: its events (to the subscriber, in order, numbered), its
+// steps and messages (to the store_writer, which applies one sender's writes in order).
+// A run without a run row writes nothing; its steps stay in its result.
+
+#include <string>
+#include <utility>
+
+#include "run_state.hpp"
+#include "troupe/runtime/json_writer.hpp"
+#include "troupe/storage/write_op.hpp"
+
+namespace troupe::actors::detail {
+
+std::string tool_calls_json(const std::vector<tool_call>& calls) {
+  json_writer w;
+  w.begin_array();
+  for (const auto& c : calls) {
+    w.begin_object().key("id").value(c.id).key("name").value(c.name);
+    w.key("arguments").value(c.arguments).end_object();
+  }
+  w.end_array();
+  return std::move(w).str();
+}
+
+void publish(run_self self, run_event_type type, std::string data_json, std::string harness_name) {
+  auto& st = self->state;
+  run_event e;
+  e.run_id = st.spec.run_id;
+  e.turn_id = st.spec.turn_id;
+  e.seq = ++st.seq;
+  e.type = type;
+  e.harness_name = std::move(harness_name);
+  e.created_at = unix_millis_now();
+  e.data_json = std::move(data_json);
+  if (st.subscriber) {
+    self->send(st.subscriber, event_atom::value, std::move(e));
+  }
+}
+
+void write(run_self self, storage::write_op op) {
+  auto& writer = self->state.spec.io.writer;
+  if (!writer || self->state.spec.run_row == 0) {
+    return;
+  }
+  self->request(*writer, store_write_timeout, write_atom::value, std::move(op))
+      .then([](write_result&) {}, [](caf::error&) {});
+}
+
+void record_step(run_self self, std::string kind, std::string name, std::string status,
+                 std::string input_json, std::string output_json) {
+  auto& st = self->state;
+  st.result.steps.push_back(run_step{kind, name, status, output_json});
+  storage::execution_step_record step;
+  step.run_id = st.spec.run_row;
+  step.kind = std::move(kind);
+  step.name = std::move(name);
+  step.status = std::move(status);
+  step.input_json = std::move(input_json);
+  step.output_json = std::move(output_json);
+  step.created_at = unix_millis_now();
+  write(self, storage::append_step_op(std::move(step)));
+}
+
+void persist_message(run_self self, const chat_message& m, const token_usage* usage) {
+  auto& st = self->state;
+  if (st.spec.conversation_row == 0) {
+    return;
+  }
+  storage::message_record r;
+  r.conversation_id = st.spec.conversation_row;
+  r.run_id = st.spec.run_row;
+  r.role = std::string(to_string(m.role));
+  r.content = m.content;
+  if (!m.tool_calls.empty()) {
+    r.tool_calls_json = tool_calls_json(m.tool_calls);
+  }
+  r.tool_call_id = m.tool_call_id;
+  if (usage) {
+    r.prompt_tokens = static_cast<std::int64_t>(usage->prompt_tokens);
+    r.completion_tokens = static_cast<std::int64_t>(usage->completion_tokens);
+  }
+  r.created_at = unix_millis_now();
+  write(self, storage::append_message_op(std::move(r)));
+}
+
+void push_message(run_self self, chat_message m) {
+  persist_message(self, m);
+  self->state.messages.push_back(std::move(m));
+}
+
+} // namespace troupe::actors::detail

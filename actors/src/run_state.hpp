@@ -1,0 +1,165 @@
+#pragma once
+
+/// \file
+/// Private to the run actor: the state one run keeps and the functions its files share.
+/// The run is split by subject, every file working on this one state inside the actor:
+///   run.cpp              the behavior: start, deadline, cancellation, the end of a run
+///   run_llm_round.cpp    LLM rounds: the request, streamed deltas, reading the outcome
+///   run_tool_round.cpp   tool rounds: the pre-tool gate, batches, results, the round's end
+///   run_sub_agents.cpp   sub_agent calls: child runs under the mode policy
+///                        (sub_agent_policy.hpp)
+///   run_gates.cpp        the final-answer gates and corrections
+///   run_plan_tool.cpp    the plan tool, executed inside the actor
+///   run_persistence.cpp  events to the subscriber, steps and messages to the writer
+/// Only the coroutines (the LLM call, the tools) run elsewhere: on the io executor,
+/// started through the bridge, with everything they need passed as parameters.
+
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "troupe/actors/bridge.hpp"
+#include "troupe/actors/run.hpp"
+#include "troupe/runtime/harness/correction_policy.hpp"
+#include "troupe/runtime/harness/loop_guard.hpp"
+#include "troupe/runtime/harness/plan_state.hpp"
+#include "troupe/runtime/harness/task_contract.hpp"
+#include "troupe/runtime/harness/validators.hpp"
+#include "troupe/tools/argument_validator.hpp"
+
+namespace troupe::actors::detail {
+
+using delta_atom = caf::atom_constant<caf::atom("delta")>;
+using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
+
+/// One tool call of the current round, from the gate to its result.
+struct call_slot {
+  tool_call call;
+  std::shared_ptr<const tools::tool> impl;
+  /// Runs on the io executor (false: decided inside the actor).
+  bool execute = false;
+  bool concurrency_safe = false;
+  bool done = false;
+  tools::tool_result result;
+  harness::tool_status status = harness::tool_status::success;
+  std::chrono::steady_clock::time_point started;
+  std::chrono::milliseconds duration{0};
+  /// sub_agent: children still running and their answers in task order.
+  std::size_t children_pending = 0;
+  std::vector<std::string> child_answers;
+  std::vector<bool> child_ok;
+};
+
+/// The outcome of a final gate.
+struct gate_result {
+  enum class kind { accepted, retry, failed };
+  kind what = kind::accepted;
+  /// accepted: the answer as delivered; retry: the correction prompt; failed: the message.
+  std::string text;
+};
+
+struct run_state {
+  run_spec spec;
+  caf::actor subscriber;
+  harness::task_contract contract;
+  harness::evidence_ledger ledger;
+  harness::plan_state plan;
+  harness::correction_budget budget;
+  harness::loop_guard guard;
+  std::shared_ptr<net::provider_client> client;
+  std::vector<chat_message> messages;
+  std::vector<tool_definition> tool_defs;
+  std::map<std::string, tools::argument_schema, std::less<>> schemas;
+  std::string model;
+  bool on_fallback = false;
+  int round = 0;
+  int llm_calls = 0;
+  std::uint64_t seq = 0;
+  bool started = false;
+  bool finished = false;
+  bool candidate_streamed = false;
+  caf::response_promise promise;
+  std::map<std::uint64_t, io_task> inflight;
+  std::uint64_t next_task = 0;
+  std::vector<caf::actor> children;
+  /// User messages steered into the run, for the next LLM round.
+  std::vector<std::string> steered;
+  std::vector<call_slot> calls;
+  std::size_t next_call = 0;
+  std::size_t running_calls = 0;
+  run_result result;
+};
+
+/// The run actor as its own code sees it.
+using run_self = caf::stateful_actor<run_state>*;
+
+// -- run.cpp: the run's end ------------------------------------------------------------
+
+/// Ends the run once: cancels what is in flight, publishes the final event, makes the
+/// status durable, then answers the starter and quits.
+void finish_run(run_self self, storage::run_status status, std::string text, std::string error);
+void fail_run(run_self self, std::string message);
+void complete_run(run_self self, std::string text);
+/// Keeps a started I/O operation for cancellation; returns its key in `inflight`.
+std::uint64_t track(run_self self, io_task task);
+
+// -- run_llm_round.cpp -----------------------------------------------------------------
+
+/// Starts the next LLM round (or fails the run at its round limit).
+void next_round(run_self self);
+/// A batch of streamed text of `round`, published as a candidate delta.
+void on_delta(run_self self, int round, std::string text);
+
+// -- run_tool_round.cpp ----------------------------------------------------------------
+
+/// Runs the tool calls of the current round; the next LLM round follows (or the run ends).
+void run_tool_round(run_self self, std::vector<tool_call> calls);
+void settle(call_slot& slot, tools::tool_result result, harness::tool_status status);
+/// A call has its result (executed calls: announces it and starts the next batch).
+void on_call_done(run_self self, std::size_t index);
+
+// -- run_sub_agents.cpp ----------------------------------------------------------------
+
+/// Starts one child run per task of the sub_agent call at `index`; settles the call at
+/// once when its tasks are unusable.
+void start_sub_agents(run_self self, std::size_t index);
+
+// -- run_gates.cpp ---------------------------------------------------------------------
+
+/// Runs the final gates (pre-final, then pre-save) on an answer.
+gate_result final_gate(run_self self, const std::string& answer);
+/// Records a harness decision as a step and publishes it.
+void harness_step(run_self self, const std::string& name, std::string data_json, bool allowed);
+/// Tells subscribers to discard the candidate text streamed since the last correction.
+void retract_candidate(run_self self, const std::vector<std::string>& codes);
+
+// -- run_plan_tool.cpp -----------------------------------------------------------------
+
+/// The plan as the plan tool answers it.
+std::string plan_json(const harness::plan_state& plan);
+/// Executes the `plan` tool against the run's plan.
+tools::tool_result run_plan_tool(harness::plan_state& plan, std::string_view arguments);
+
+// -- run_persistence.cpp ---------------------------------------------------------------
+
+/// Sends the subscriber the run's next event.
+void publish(run_self self, run_event_type type, std::string data_json,
+             std::string harness_name = {});
+/// Queues a write (dropped when the run is not persisted).
+void write(run_self self, storage::write_op op);
+void record_step(run_self self, std::string kind, std::string name, std::string status,
+                 std::string input_json, std::string output_json);
+void persist_message(run_self self, const chat_message& m, const token_usage* usage = nullptr);
+/// Persists a message and adds it to the run's conversation.
+void push_message(run_self self, chat_message m);
+std::string tool_calls_json(const std::vector<tool_call>& calls);
+
+} // namespace troupe::actors::detail
