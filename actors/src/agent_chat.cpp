@@ -38,7 +38,7 @@ void write_out(std::string_view text) {
 }
 
 /// Prints candidate text to stdout and everything else, briefly, to stderr.
-caf::behavior printer(caf::event_based_actor*, std::shared_ptr<printed> shown) {
+run_event_sink::behavior_type printer(std::shared_ptr<printed> shown) {
   return {[shown](event_atom, run_event& e) {
     std::lock_guard lock(shown->mutex);
     switch (e.type) {

@@ -36,14 +36,18 @@ constexpr auto write_timeout = std::chrono::seconds(10);
 struct sink_state {
   net::response_stream stream;
   std::function<std::string(const journal_entry&)> translate;
-  caf::actor cancel_target;
+  conversation_actor cancel_target;
   std::string run_id;
 };
+
+/// A journal follower that also hears from its stream that the client left.
+using stream_sink_actor = journal_sink_actor::extend<caf::reacts_to<closed_atom>>;
 
 // Writes a journal to one HTTP stream. Quits when the journal ends (after ending the
 // stream), when the client leaves, or when the client falls too far behind (it may
 // come back with Last-Event-ID).
-caf::behavior stream_sink(caf::stateful_actor<sink_state>* self, sink_state init) {
+stream_sink_actor::behavior_type stream_sink(stream_sink_actor::stateful_pointer<sink_state> self,
+                                             sink_state init) {
   self->state = std::move(init);
   return {
       [self](entry_atom, const journal_entry& e) {
@@ -62,7 +66,7 @@ caf::behavior stream_sink(caf::stateful_actor<sink_state>* self, sink_state init
           }
         }
         if (e.last) {
-          st.cancel_target = caf::actor{};
+          st.cancel_target = conversation_actor{};
           st.stream.finish();
           self->quit();
         }
@@ -70,7 +74,8 @@ caf::behavior stream_sink(caf::stateful_actor<sink_state>* self, sink_state init
       [self](closed_atom) {
         auto& st = self->state;
         if (st.cancel_target) {
-          self->send(st.cancel_target, cancel_atom::value, st.run_id);
+          // Anonymous: the conversation's yes or no needs no reader.
+          caf::anon_send(st.cancel_target, cancel_atom::value, st.run_id);
         }
         self->quit();
       },
@@ -83,18 +88,18 @@ std::string storage_status(storage::run_status s) {
 
 } // namespace
 
-void stream_journal(caf::actor_system& system, caf::actor journal, std::uint64_t after_seq,
+void stream_journal(caf::actor_system& system, run_journal_actor journal, std::uint64_t after_seq,
                     net::response_stream stream,
                     std::function<std::string(const journal_entry&)> translate,
-                    caf::actor cancel_target, std::string run_id) {
+                    conversation_actor cancel_target, std::string run_id) {
   sink_state init{stream, std::move(translate), std::move(cancel_target), std::move(run_id)};
   auto sink = system.spawn(stream_sink, std::move(init));
   stream.on_disconnect([weak = caf::actor_cast<caf::weak_actor_ptr>(sink)] {
     if (auto strong = caf::actor_cast<caf::strong_actor_ptr>(weak)) {
-      caf::anon_send(caf::actor_cast<caf::actor>(strong), closed_atom::value);
+      caf::anon_send(caf::actor_cast<stream_sink_actor>(strong), closed_atom::value);
     }
   });
-  caf::anon_send(journal, follow_atom::value, sink, after_seq);
+  caf::anon_send(journal, follow_atom::value, journal_sink_actor{sink}, after_seq);
 }
 
 expected<storage::agent_record> chat_agent(const api_state& state, const api_caller& caller,
@@ -178,7 +183,7 @@ new_conversation(std::shared_ptr<api_state> state, api_caller caller, storage::a
 
 asio::awaitable<expected<run_result>> await_run(const api_state& state, net::request_context& ctx,
                                                 const storage::agent_record& agent,
-                                                caf::actor journal) {
+                                                run_journal_actor journal) {
   // How long a blocking request waits beyond the agent's own deadline.
   constexpr auto grace = std::chrono::seconds(60);
   const auto timeout = agent_from_record(agent, "").value_or(agent_settings{}).timeout;
@@ -703,7 +708,7 @@ asio::awaitable<http_response> run_events(state_ptr state, request_context& ctx,
   if (run->live) {
     // A follower never cancels: the run is durable.
     detail::stream_journal(*state->system, run->live->journal, after, stream, native_sse,
-                           caf::actor{}, run_id);
+                           conversation_actor{}, run_id);
     co_return http_response{};
   }
   if (!run->row) {

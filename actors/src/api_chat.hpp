@@ -45,7 +45,7 @@ inline constexpr std::size_t max_message_bytes = 256 * 1024;
 boost::asio::awaitable<expected<run_result>> await_run(const api_state& state,
                                                        net::request_context& ctx,
                                                        const storage::agent_record& agent,
-                                                       caf::actor journal);
+                                                       run_journal_actor journal);
 
 /// Whether answers of `agent` come from the scripted demo model.
 bool is_demo_agent(const api_state& state, const storage::agent_record& agent);
@@ -58,9 +58,9 @@ std::string run_outcome_json(const api_state& state, const std::string& conversa
 /// Follows `journal` from after `after_seq`, writing what `translate` makes of each
 /// entry to `stream`; ends the stream with the journal's last entry. When the client
 /// leaves first and `cancel_target` is valid, the run is cancelled there.
-void stream_journal(caf::actor_system& system, caf::actor journal, std::uint64_t after_seq,
+void stream_journal(caf::actor_system& system, run_journal_actor journal, std::uint64_t after_seq,
                     net::response_stream stream,
                     std::function<std::string(const journal_entry&)> translate,
-                    caf::actor cancel_target, std::string run_id);
+                    conversation_actor cancel_target, std::string run_id);
 
 } // namespace troupe::actors::detail

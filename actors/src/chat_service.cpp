@@ -108,11 +108,11 @@ chat_service::chat_service(caf::actor_system& system, chat_service_options optio
   options_.io.writer = options_.writer;
   registry_ = std::make_unique<conversation_registry>(
       system_,
-      [this](caf::actor_system& sys, const std::string& id) -> caf::actor {
+      [this](caf::actor_system& sys, const std::string& id) -> conversation_actor {
         auto made = make_conversation(sys, id);
         if (!made) {
           log::warn("conversation {} cannot start: {}", id, made.error().message);
-          return caf::actor{};
+          return conversation_actor{};
         }
         return *made;
       },
@@ -131,8 +131,8 @@ void chat_service::stop() {
   }
 }
 
-expected<caf::actor> chat_service::make_conversation(caf::actor_system& system,
-                                                     const std::string& id) {
+expected<conversation_actor> chat_service::make_conversation(caf::actor_system& system,
+                                                             const std::string& id) {
   auto& reads = *options_.reads;
   auto conversation = reads.with(
       [&](storage::connection& c) { return storage::find_conversation_by_uuid_any_owner(c, id); });
@@ -227,8 +227,8 @@ asio::awaitable<expected<submitted_run>> chat_service::submit(chat_submission su
   const auto& shard = registry_->shard_for(out.conversation_id);
   std::string last_error = "no attempt made";
   for (int attempt = 0; attempt < hand_over_attempts; ++attempt) {
-    auto looked_up =
-        ask<caf::actor>(system_, shard, hand_over_timeout, get_atom::value, out.conversation_id);
+    auto looked_up = ask<conversation_actor>(system_, shard, hand_over_timeout, get_atom::value,
+                                             out.conversation_id);
     auto conversation = co_await std::move(looked_up);
     if (!conversation || !*conversation) {
       last_error = conversation ? "the conversation cannot be loaded (see the log)"
@@ -268,7 +268,7 @@ asio::awaitable<expected<bool>> chat_service::cancel(const std::string& conversa
                                                      const std::string& run_id) {
   const auto& shard = registry_->shard_for(conversation_id);
   auto looked_up =
-      ask<caf::actor>(system_, shard, hand_over_timeout, get_atom::value, conversation_id);
+      ask<conversation_actor>(system_, shard, hand_over_timeout, get_atom::value, conversation_id);
   auto conversation = co_await std::move(looked_up);
   if (!conversation) {
     co_return tl::unexpected(conversation.error());

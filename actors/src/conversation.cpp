@@ -20,9 +20,6 @@ namespace troupe::actors {
 
 namespace {
 
-using idle_atom = caf::atom_constant<caf::atom("idle")>;
-using started_atom = caf::atom_constant<caf::atom("started")>;
-
 // Largest run artifact copied into the files store.
 constexpr std::size_t max_artifact_bytes = std::size_t{256} << 20;
 // How long a conversation waits for a run beyond the run's own deadline.
@@ -33,7 +30,7 @@ struct pending_turn {
   std::string text;
   std::vector<caf::response_promise> waiting;
   /// Get the run's events and (done_atom, run_result).
-  std::vector<caf::actor> observers;
+  std::vector<turn_observer> observers;
   /// The run's id; set when the turn is queued.
   std::string run_id;
 };
@@ -41,8 +38,11 @@ struct pending_turn {
 struct conversation_state {
   conversation_spec spec;
   std::vector<chat_message> history;
-  std::vector<caf::actor> subscribers;
-  caf::actor current;
+  std::vector<run_event_sink> subscribers;
+  /// The active run; invalid while its row is written (`launching`) and between runs.
+  run_actor current;
+  /// A turn has started but its run does not exist yet (the run row is being written).
+  bool launching = false;
   pending_turn current_turn;
   std::deque<pending_turn> queue;
   std::uint64_t activity = 0;
@@ -52,11 +52,16 @@ struct conversation_state {
   bool cancel_on_launch = false;
 };
 
-using conversation_actor = caf::stateful_actor<conversation_state>;
+using conversation_self = conversation_actor::stateful_pointer<conversation_state>;
 
-void start_next(conversation_actor* self);
+/// A turn is under way (its run exists or is being launched).
+bool busy(const conversation_state& st) {
+  return st.launching || st.current;
+}
 
-void remember(conversation_actor* self, chat_message m) {
+void start_next(conversation_self self);
+
+void remember(conversation_self self, chat_message m) {
   auto& st = self->state;
   st.history.push_back(std::move(m));
   if (st.history.size() > st.spec.history_limit) {
@@ -66,7 +71,7 @@ void remember(conversation_actor* self, chat_message m) {
   }
 }
 
-void schedule_idle(conversation_actor* self) {
+void schedule_idle(conversation_self self) {
   auto& st = self->state;
   ++st.activity;
   self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(st.spec.idle_ttl),
@@ -74,7 +79,7 @@ void schedule_idle(conversation_actor* self) {
 }
 
 /// Answers everyone waiting for the current turn.
-void deliver_turn(conversation_actor* self, pending_turn& turn, const run_result& result) {
+void deliver_turn(conversation_self self, pending_turn& turn, const run_result& result) {
   for (auto& waiting : turn.waiting) {
     waiting.deliver(result);
   }
@@ -83,12 +88,12 @@ void deliver_turn(conversation_actor* self, pending_turn& turn, const run_result
   }
 }
 
-void end_turn(conversation_actor* self, run_result result);
+void end_turn(conversation_self self, run_result result);
 
 /// Copies the run's files out of the workspace into the files directory and stores a
 /// `files` row for each, then ends the turn. A file that cannot be read is left out
 /// (the answer still names it) and logged on the result's steps.
-void store_artifacts(conversation_actor* self, run_result result) {
+void store_artifacts(conversation_self self, run_result result) {
   auto& st = self->state;
   const bool can_store = st.spec.io.writer && st.spec.owner_user != 0 &&
                          !st.spec.files_dir.empty() && st.spec.conversation_row != 0;
@@ -179,7 +184,7 @@ void store_artifacts(conversation_actor* self, run_result result) {
           [ended](caf::error& e) { ended(from_caf_error(e).message); });
 }
 
-void on_run_done(conversation_actor* self, run_result result) {
+void on_run_done(conversation_self self, run_result result) {
   auto& st = self->state;
   if (result.status == storage::run_status::succeeded) {
     remember(self, chat_message{chat_role::user, st.current_turn.text, {}, {}, {}});
@@ -188,10 +193,10 @@ void on_run_done(conversation_actor* self, run_result result) {
   store_artifacts(self, std::move(result));
 }
 
-void end_turn(conversation_actor* self, run_result result) {
+void end_turn(conversation_self self, run_result result) {
   auto& st = self->state;
   deliver_turn(self, st.current_turn, result);
-  st.current = caf::actor{};
+  st.current = run_actor{};
   st.current_turn = {};
   if (!st.queue.empty()) {
     start_next(self);
@@ -200,7 +205,7 @@ void end_turn(conversation_actor* self, run_result result) {
   }
 }
 
-void launch(conversation_actor* self, storage::row_id run_row) {
+void launch(conversation_self self, storage::row_id run_row) {
   auto& st = self->state;
   run_spec spec;
   spec.run_id = st.current_turn.run_id;
@@ -214,7 +219,8 @@ void launch(conversation_actor* self, storage::row_id run_row) {
   spec.workspace = st.spec.workspace;
   spec.tool_timeout = st.spec.tool_timeout;
   spec.io = st.spec.io;
-  st.current = spawn_run(self->system(), std::move(spec), caf::actor_cast<caf::actor>(self));
+  st.launching = false;
+  st.current = spawn_run(self->system(), std::move(spec), caf::actor_cast<run_event_sink>(self));
   if (st.cancel_on_launch) {
     st.cancel_on_launch = false;
     self->send(st.current, cancel_atom::value);
@@ -233,15 +239,15 @@ void launch(conversation_actor* self, storage::row_id run_row) {
             });
 }
 
-void start_next(conversation_actor* self) {
+void start_next(conversation_self self) {
   auto& st = self->state;
   st.current_turn = std::move(st.queue.front());
   st.queue.pop_front();
   ++st.turns;
 
   ++st.activity;
-  // Marks the conversation busy until the run exists (the run row is written first).
-  st.current = caf::actor_cast<caf::actor>(self);
+  // Busy until the run exists (the run row is written first).
+  st.launching = true;
   auto& writer = st.spec.io.writer;
   if (!writer || st.spec.conversation_row == 0) {
     launch(self, 0);
@@ -262,20 +268,20 @@ void start_next(conversation_actor* self) {
 }
 
 /// Queues `turn`, or hands it to the active run, under the agent's queue policy.
-void accept(conversation_actor* self, pending_turn turn) {
+void accept(conversation_self self, pending_turn turn) {
   auto& st = self->state;
   ++st.activity;
   if (turn.run_id.empty()) {
     // Numbered by arrival, so a queued turn can be cancelled by its id.
     turn.run_id = fmt::format("{}.run{}", st.spec.id, ++st.arrivals);
   }
-  if (!st.current) {
+  if (!busy(st)) {
     st.queue.push_back(std::move(turn));
     start_next(self);
     return;
   }
   // While the run row is being written there is no run to steer or interrupt yet.
-  const bool run_exists = st.current != caf::actor_cast<caf::actor>(self);
+  const bool run_exists = !st.launching;
   const auto policy = run_exists ? st.spec.agent.queue : queue_policy::followup;
   const auto join = [](pending_turn& into, pending_turn& from) {
     into.text += "\n\n" + from.text;
@@ -311,7 +317,8 @@ void accept(conversation_actor* self, pending_turn turn) {
   }
 }
 
-caf::behavior conversation_behavior(conversation_actor* self, conversation_spec spec) {
+conversation_actor::behavior_type conversation_behavior(conversation_self self,
+                                                        conversation_spec spec) {
   self->state.spec = std::move(spec);
   self->state.history = std::move(self->state.spec.history);
   if (self->state.history.size() > self->state.spec.history_limit) {
@@ -348,8 +355,8 @@ caf::behavior conversation_behavior(conversation_actor* self, conversation_spec 
       },
       [self](cancel_atom, const std::string& run_id) -> bool {
         auto& st = self->state;
-        if (st.current && st.current_turn.run_id == run_id) {
-          if (st.current == caf::actor_cast<caf::actor>(self)) {
+        if (busy(st) && st.current_turn.run_id == run_id) {
+          if (st.launching) {
             st.cancel_on_launch = true;
           } else {
             self->send(st.current, cancel_atom::value);
@@ -369,7 +376,7 @@ caf::behavior conversation_behavior(conversation_actor* self, conversation_spec 
         }
         return false;
       },
-      [self](subscribe_atom, caf::actor& subscriber) {
+      [self](subscribe_atom, run_event_sink& subscriber) {
         self->state.subscribers.push_back(std::move(subscriber));
       },
       [self](event_atom, run_event& e) {
@@ -382,7 +389,7 @@ caf::behavior conversation_behavior(conversation_actor* self, conversation_spec 
       },
       [self](idle_atom, std::uint64_t generation) {
         auto& st = self->state;
-        if (generation == st.activity && !st.current && st.queue.empty()) {
+        if (generation == st.activity && !busy(st) && st.queue.empty()) {
           self->quit();
         }
       },
@@ -391,10 +398,12 @@ caf::behavior conversation_behavior(conversation_actor* self, conversation_spec 
 
 struct shard_state {
   conversation_factory factory;
-  std::map<std::string, caf::actor, std::less<>> live;
+  std::map<std::string, conversation_actor, std::less<>> live;
 };
 
-caf::behavior registry_shard(caf::stateful_actor<shard_state>* self, conversation_factory factory) {
+conversation_shard_actor::behavior_type
+registry_shard(conversation_shard_actor::stateful_pointer<shard_state> self,
+               conversation_factory factory) {
   self->state.factory = std::move(factory);
   // On shutdown, live conversations go with their shard.
   self->set_exit_handler([self](caf::exit_msg& msg) {
@@ -413,7 +422,7 @@ caf::behavior registry_shard(caf::stateful_actor<shard_state>* self, conversatio
     }
   });
   return {
-      [self](get_atom, const std::string& id) -> caf::actor {
+      [self](get_atom, const std::string& id) -> conversation_actor {
         auto& live = self->state.live;
         if (auto it = live.find(id); it != live.end()) {
           return it->second;
@@ -432,7 +441,7 @@ caf::behavior registry_shard(caf::stateful_actor<shard_state>* self, conversatio
 
 } // namespace
 
-caf::actor spawn_conversation(caf::actor_system& system, conversation_spec spec) {
+conversation_actor spawn_conversation(caf::actor_system& system, conversation_spec spec) {
   return system.spawn(conversation_behavior, std::move(spec));
 }
 
@@ -452,7 +461,7 @@ void conversation_registry::stop() {
   }
 }
 
-const caf::actor& conversation_registry::shard_for(std::string_view id) const {
+const conversation_shard_actor& conversation_registry::shard_for(std::string_view id) const {
   return shards_[std::hash<std::string_view>{}(id) % shards_.size()];
 }
 

@@ -24,10 +24,14 @@ void cancel_inflight(run_self self) {
     task.cancel();
   }
   self->state.inflight.clear();
-  for (auto& child : self->state.children) {
+  for (auto& child : self->state.child_runs) {
     self->send(child, cancel_atom::value);
   }
-  self->state.children.clear();
+  self->state.child_runs.clear();
+  for (auto& call : self->state.tool_calls) {
+    self->send(call, cancel_atom::value);
+  }
+  self->state.tool_calls.clear();
 }
 
 } // namespace
@@ -174,7 +178,7 @@ void start_run(run_self self) {
   next_round(self);
 }
 
-caf::behavior run_behavior(run_self self, run_spec spec, caf::actor subscriber) {
+run_actor::behavior_type run_behavior(run_self self, run_spec spec, run_event_sink subscriber) {
   self->state.spec = std::move(spec);
   self->state.subscriber = std::move(subscriber);
   return {
@@ -212,7 +216,7 @@ caf::behavior run_behavior(run_self self, run_spec spec, caf::actor subscriber) 
 
 } // namespace detail
 
-caf::actor spawn_run(caf::actor_system& system, run_spec spec, caf::actor subscriber) {
+run_actor spawn_run(caf::actor_system& system, run_spec spec, run_event_sink subscriber) {
   return system.spawn(detail::run_behavior, std::move(spec), std::move(subscriber));
 }
 

@@ -8,21 +8,19 @@ namespace troupe::actors {
 
 namespace {
 
-using expire_atom = caf::atom_constant<caf::atom("expire")>;
-
 struct journal_state {
   journal_options options;
   std::vector<journal_entry> entries;
-  std::vector<caf::actor> sinks;
+  std::vector<journal_sink_actor> sinks;
   std::vector<caf::response_promise> waiting;
-  caf::actor conversation;
+  conversation_actor conversation;
   run_status_view view;
   bool finished = false;
 };
 
-using journal_actor = caf::stateful_actor<journal_state>;
+using journal_self = run_journal_actor::stateful_pointer<journal_state>;
 
-void append(journal_actor* self, std::string event, std::string data, bool last = false) {
+void append(journal_self self, std::string event, std::string data, bool last = false) {
   auto& st = self->state;
   journal_entry e;
   e.seq = st.entries.size() + 1;
@@ -44,7 +42,7 @@ std::string error_data(const std::string& run_id, const run_result& r) {
   return std::move(w).str();
 }
 
-void finish(journal_actor* self, run_result result) {
+void finish(journal_self self, run_result result) {
   auto& st = self->state;
   if (st.finished) {
     return;
@@ -73,7 +71,7 @@ void finish(journal_actor* self, run_result result) {
   st.waiting.clear();
   st.sinks.clear();
   if (st.conversation) {
-    self->demonitor(st.conversation);
+    self->demonitor(st.conversation.address());
   }
   if (st.options.directory) {
     for (const auto& oldest :
@@ -85,7 +83,7 @@ void finish(journal_actor* self, run_result result) {
                      expire_atom::value);
 }
 
-caf::behavior journal_behavior(journal_actor* self, journal_options options) {
+run_journal_actor::behavior_type journal_behavior(journal_self self, journal_options options) {
   self->state.options = std::move(options);
   self->attach_functor([dir = self->state.options.directory, id = self->state.options.run_id] {
     if (dir) {
@@ -104,7 +102,7 @@ caf::behavior journal_behavior(journal_actor* self, journal_options options) {
     }
     // A sink went away: its client left.
     auto& sinks = st.sinks;
-    std::erase_if(sinks, [&](const caf::actor& s) { return s.address() == msg.source; });
+    std::erase_if(sinks, [&](const journal_sink_actor& s) { return s.address() == msg.source; });
   });
   return {
       [self](event_atom, const run_event& e) {
@@ -122,7 +120,7 @@ caf::behavior journal_behavior(journal_actor* self, journal_options options) {
         append(self, std::string(journal_event_name(e.type)), e.to_json());
       },
       [self](done_atom, run_result& r) { finish(self, std::move(r)); },
-      [self](watch_atom, caf::actor& conversation) {
+      [self](watch_atom, conversation_actor& conversation) {
         auto& st = self->state;
         if (st.finished || !conversation) {
           return;
@@ -130,7 +128,7 @@ caf::behavior journal_behavior(journal_actor* self, journal_options options) {
         st.conversation = conversation;
         self->monitor(conversation);
       },
-      [self](follow_atom, caf::actor& sink, std::uint64_t after) {
+      [self](follow_atom, journal_sink_actor& sink, std::uint64_t after) {
         auto& st = self->state;
         for (const auto& e : st.entries) {
           if (e.seq > after) {
@@ -182,10 +180,11 @@ void run_directory::remove(const std::string& run_id) {
   entries_.erase(run_id);
 }
 
-std::vector<caf::actor> run_directory::retain(const std::string& run_id, std::size_t max_retained) {
+std::vector<run_journal_actor> run_directory::retain(const std::string& run_id,
+                                                     std::size_t max_retained) {
   std::lock_guard lock(mutex_);
   finished_.push_back(run_id);
-  std::vector<caf::actor> evict;
+  std::vector<run_journal_actor> evict;
   while (finished_.size() > max_retained) {
     auto oldest = std::move(finished_.front());
     finished_.pop_front();
@@ -197,9 +196,9 @@ std::vector<caf::actor> run_directory::retain(const std::string& run_id, std::si
   return evict;
 }
 
-std::vector<caf::actor> run_directory::journals() const {
+std::vector<run_journal_actor> run_directory::journals() const {
   std::lock_guard lock(mutex_);
-  std::vector<caf::actor> out;
+  std::vector<run_journal_actor> out;
   out.reserve(entries_.size());
   for (const auto& [id, e] : entries_) {
     out.push_back(e.journal);
@@ -231,7 +230,7 @@ std::string_view journal_event_name(run_event_type type) noexcept {
   return "run";
 }
 
-caf::actor spawn_run_journal(caf::actor_system& system, journal_options options) {
+run_journal_actor spawn_run_journal(caf::actor_system& system, journal_options options) {
   return system.spawn(journal_behavior, std::move(options));
 }
 

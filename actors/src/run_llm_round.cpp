@@ -26,7 +26,7 @@ namespace {
 /// decoder calls `add` for each event of a read, and the flush posted behind the first
 /// one runs once that read is done. Used only on the client's executor (one strand).
 struct delta_batch {
-  caf::actor target;
+  run_actor target;
   int round = 0;
   std::string pending;
   bool flush_posted = false;
@@ -39,7 +39,7 @@ struct delta_batch {
 };
 
 asio::awaitable<completion_outcome> llm_call(std::shared_ptr<net::provider_client> client,
-                                             completion_request request, caf::actor target,
+                                             completion_request request, run_actor target,
                                              int round) {
   auto batch = std::make_shared<delta_batch>();
   batch->target = std::move(target);
@@ -188,7 +188,7 @@ void next_round(run_self self) {
   auto id = std::make_shared<std::uint64_t>(0);
   auto task =
       start_io(self, st.spec.io.http->get_executor(),
-               llm_call(st.client, std::move(request), caf::actor_cast<caf::actor>(self), st.round),
+               llm_call(st.client, std::move(request), caf::actor_cast<run_actor>(self), st.round),
                [self, id](expected<completion_outcome> r) {
                  self->state.inflight.erase(*id);
                  if (self->state.finished) {

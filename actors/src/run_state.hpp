@@ -28,6 +28,7 @@
 
 #include "troupe/actors/bridge.hpp"
 #include "troupe/actors/run.hpp"
+#include "troupe/actors/tool_call.hpp"
 #include "troupe/runtime/harness/correction_policy.hpp"
 #include "troupe/runtime/harness/loop_guard.hpp"
 #include "troupe/runtime/harness/plan_state.hpp"
@@ -36,9 +37,6 @@
 #include "troupe/tools/argument_validator.hpp"
 
 namespace troupe::actors::detail {
-
-using delta_atom = caf::atom_constant<caf::atom("delta")>;
-using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
 
 /// One tool call of the current round, from the gate to its result.
 struct call_slot {
@@ -68,7 +66,7 @@ struct gate_result {
 
 struct run_state {
   run_spec spec;
-  caf::actor subscriber;
+  run_event_sink subscriber;
   harness::task_contract contract;
   harness::evidence_ledger ledger;
   harness::plan_state plan;
@@ -89,7 +87,9 @@ struct run_state {
   caf::response_promise promise;
   std::map<std::uint64_t, io_task> inflight;
   std::uint64_t next_task = 0;
-  std::vector<caf::actor> children;
+  /// Sub-agent runs and tool calls in flight, cancelled when the run ends.
+  std::vector<run_actor> child_runs;
+  std::vector<tool_call_actor> tool_calls;
   /// User messages steered into the run, for the next LLM round.
   std::vector<std::string> steered;
   std::vector<call_slot> calls;
@@ -99,7 +99,7 @@ struct run_state {
 };
 
 /// The run actor as its own code sees it.
-using run_self = caf::stateful_actor<run_state>*;
+using run_self = run_actor::stateful_pointer<run_state>;
 
 // -- run.cpp: the run's end ------------------------------------------------------------
 

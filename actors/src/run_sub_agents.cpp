@@ -115,8 +115,8 @@ void start_sub_agents(run_self self, std::size_t index) {
     child.io = st.spec.io;
     // A child's steps stay in its own result: it has no run row of its own.
     child.io.writer.reset();
-    auto handle = spawn_run(self->system(), std::move(child), caf::actor{});
-    st.children.push_back(handle);
+    auto handle = spawn_run(self->system(), std::move(child), run_event_sink{});
+    st.child_runs.push_back(handle);
     const auto limit = std::chrono::duration_cast<caf::timespan>(st.spec.agent.timeout) +
                        std::chrono::duration_cast<caf::timespan>(sub_agent_policy.child_grace);
     self->request(handle, limit, run_atom::value)

@@ -166,12 +166,12 @@ void start_call(run_self self, std::size_t index) {
   call.context = std::move(context);
   call.executor = st.spec.io.http->get_executor();
   call.timeout = st.spec.tool_timeout;
-  auto actor = spawn_tool_call(self->system(), std::move(call), caf::actor_cast<caf::actor>(self));
-  st.children.push_back(actor);
+  auto actor = spawn_tool_call(self->system(), std::move(call), self->address());
+  st.tool_calls.push_back(actor);
   const int round = st.round;
   auto settled = [self, index, round, actor](expected<tools::tool_result> r) {
     auto& s = self->state;
-    std::erase(s.children, actor);
+    std::erase(s.tool_calls, actor);
     if (s.finished || s.round != round || index >= s.calls.size() || s.calls[index].done) {
       return;
     }

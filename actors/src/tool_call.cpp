@@ -9,18 +9,16 @@ namespace troupe::actors {
 
 namespace {
 
-using timeout_atom = caf::atom_constant<caf::atom("timeout")>;
-
 struct tool_call_state {
   tool_call_spec spec;
-  caf::actor owner;
+  caf::actor_addr owner;
   caf::response_promise promise;
   io_task task;
   bool started = false;
   bool done = false;
 };
 
-using tool_call_actor = caf::stateful_actor<tool_call_state>;
+using tool_call_self = tool_call_actor::stateful_pointer<tool_call_state>;
 
 asio::awaitable<tools::tool_result> invoke(std::shared_ptr<const tools::tool> impl,
                                            std::shared_ptr<const tools::sandbox_runner> sandbox,
@@ -30,7 +28,7 @@ asio::awaitable<tools::tool_result> invoke(std::shared_ptr<const tools::tool> im
 }
 
 /// Answers the run once and quits; a running coroutine is cancelled first.
-void end(tool_call_actor* self, tools::tool_result result, bool cancel) {
+void end(tool_call_self self, tools::tool_result result, bool cancel) {
   auto& st = self->state;
   if (st.done) {
     return;
@@ -45,7 +43,8 @@ void end(tool_call_actor* self, tools::tool_result result, bool cancel) {
   self->quit();
 }
 
-caf::behavior tool_call_behavior(tool_call_actor* self, tool_call_spec spec, caf::actor owner) {
+tool_call_actor::behavior_type tool_call_behavior(tool_call_self self, tool_call_spec spec,
+                                                  caf::actor_addr owner) {
   self->state.spec = std::move(spec);
   self->state.owner = std::move(owner);
   if (self->state.owner) {
@@ -74,10 +73,10 @@ caf::behavior tool_call_behavior(tool_call_actor* self, tool_call_spec spec, caf
                        end(self, std::move(*r), false);
                      });
         self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(st.spec.timeout),
-                           timeout_atom::value);
+                           call_timeout_atom::value);
         return caf::delegated<tools::tool_result>{};
       },
-      [self](timeout_atom) {
+      [self](call_timeout_atom) {
         end(self,
             tools::tool_failure("timeout",
                                 fmt::format("the tool did not finish within {} ms and was stopped",
@@ -93,7 +92,8 @@ caf::behavior tool_call_behavior(tool_call_actor* self, tool_call_spec spec, caf
 
 } // namespace
 
-caf::actor spawn_tool_call(caf::actor_system& system, tool_call_spec spec, caf::actor owner) {
+tool_call_actor spawn_tool_call(caf::actor_system& system, tool_call_spec spec,
+                                caf::actor_addr owner) {
   return system.spawn(tool_call_behavior, std::move(spec), std::move(owner));
 }
 

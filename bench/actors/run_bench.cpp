@@ -140,7 +140,7 @@ void BM_run_tool_round_and_final(benchmark::State& state) {
   int n = 0;
   const double cpu_start = process_cpu_us();
   for (auto _ : state) {
-    auto run = spawn_run(*w.system, w.spec(++n), caf::actor{});
+    auto run = spawn_run(*w.system, w.spec(++n), run_event_sink{});
     bool ok = false;
     self->request(run, std::chrono::seconds(30), run_atom::value)
         .receive([&](run_result& r) { ok = r.status == storage::run_status::succeeded; },
@@ -197,7 +197,7 @@ void BM_concurrent_runs(benchmark::State& state) {
   std::int64_t failed = 0;
   for (auto _ : state) {
     for (int i = 0; i < count; ++i) {
-      auto run = spawn_run(*w.system, w.spec(++n), caf::actor{});
+      auto run = spawn_run(*w.system, w.spec(++n), run_event_sink{});
       self->send(run, run_atom::value);
     }
     for (int i = 0; i < count; ++i) {

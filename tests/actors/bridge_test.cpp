@@ -194,7 +194,46 @@ caf::behavior io_user(caf::event_based_actor* self, asio::any_io_executor io,
   };
 }
 
+// The same as io_user, as a typed actor: its interface lists the io completion.
+using typed_io_user_actor =
+    caf::typed_actor<caf::replies_to<compute_atom, int>::with<int>, io_completion_handler>;
+
+typed_io_user_actor::behavior_type typed_io_user(typed_io_user_actor::pointer self,
+                                                 asio::any_io_executor io,
+                                                 std::shared_ptr<io_observations> seen) {
+  return {
+      handle_io_completion(),
+      [self, io, seen](compute_atom, int x) -> caf::result<int> {
+        auto promise = self->make_response_promise<int>();
+        start_io(self, io, triple_on_io(x, seen), [promise, seen](expected<int> r) mutable {
+          seen->completions.fetch_add(1);
+          if (r) {
+            promise.deliver(*r);
+          } else {
+            promise.deliver(caf::make_error(caf::sec::runtime_error, r.error().message));
+          }
+        });
+        return promise;
+      },
+  };
+}
+
 } // namespace
+
+TEST_CASE("a typed actor starts a coroutine and handles its result as a message",
+          "[actors][bridge]") {
+  bridge_fixture f;
+  auto seen = std::make_shared<io_observations>();
+  auto user = f.system.spawn(typed_io_user, f.io.get_executor(), seen);
+  caf::scoped_actor client{f.system};
+  int result = 0;
+  client->request(user, 5s, compute_atom::value, 5)
+      .receive([&](int r) { result = r; },
+               [&](caf::error& e) { FAIL("unexpected error " << caf::to_string(e)); });
+  CHECK(result == 15);
+  CHECK(seen->completions.load() == 1);
+  caf::anon_send_exit(user, caf::exit_reason::user_shutdown);
+}
 
 TEST_CASE("an actor starts a coroutine and handles its result as a message", "[actors][bridge]") {
   bridge_fixture f;

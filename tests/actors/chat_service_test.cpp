@@ -83,7 +83,7 @@ struct chat_world {
     return *submitted;
   }
 
-  actors::run_result wait(const caf::actor& journal) {
+  actors::run_result wait(const actors::run_journal_actor& journal) {
     caf::scoped_actor self{world.system()};
     actors::run_result out;
     self->request(journal, std::chrono::seconds(30), actors::wait_atom::value)

@@ -27,7 +27,7 @@ actors::conversation_spec conversation_for(run_world& w, const std::string& id,
 }
 
 /// Sends `text` to `conversation` from a fresh scoped actor and returns the result.
-actors::run_result say(caf::actor_system& system, const caf::actor& conversation,
+actors::run_result say(caf::actor_system& system, const actors::conversation_actor& conversation,
                        const std::string& text, std::chrono::seconds timeout = 60s) {
   caf::scoped_actor self{system};
   actors::run_result out;
@@ -48,13 +48,13 @@ TEST_CASE("concurrent first messages to a new conversation create one conversati
         ++*spawned;
         return actors::spawn_conversation(system, conversation_for(w, id));
       });
-  std::vector<caf::actor> seen(8);
+  std::vector<actors::conversation_actor> seen(8);
   std::vector<std::thread> askers;
   for (std::size_t i = 0; i < seen.size(); ++i) {
     askers.emplace_back([&, i] {
       caf::scoped_actor self{w.system()};
       self->request(registry.shard_for("c-new"), 10s, actors::get_atom::value, std::string("c-new"))
-          .receive([&](caf::actor& a) { seen[i] = a; }, [](caf::error&) {});
+          .receive([&](actors::conversation_actor& a) { seen[i] = a; }, [](caf::error&) {});
     });
   }
   for (auto& t : askers) {
@@ -136,9 +136,9 @@ TEST_CASE("an idle conversation passivates and the registry spawns it again",
       });
   caf::scoped_actor self{w.system()};
   auto get = [&] {
-    caf::actor out;
+    actors::conversation_actor out;
     self->request(registry.shard_for("c-idle"), 10s, actors::get_atom::value, std::string("c-idle"))
-        .receive([&](caf::actor& a) { out = a; }, [](caf::error&) {});
+        .receive([&](actors::conversation_actor& a) { out = a; }, [](caf::error&) {});
     return out;
   };
   auto first = get();
@@ -146,7 +146,7 @@ TEST_CASE("an idle conversation passivates and the registry spawns it again",
   CHECK(say(w.system(), first, "hi").text == "hello");
   self->wait_for(first);
   // The registry saw it go (its down message may trail ours by a moment).
-  caf::actor second;
+  actors::conversation_actor second;
   for (int i = 0; i < 100 && (!second || second == first); ++i) {
     second = get();
     std::this_thread::sleep_for(5ms);
@@ -211,11 +211,11 @@ TEST_CASE("stopping the registry ends live conversations and cancels their runs"
       w.system(), [&w](caf::actor_system& system, const std::string& id) {
         return actors::spawn_conversation(system, conversation_for(w, id));
       });
-  caf::actor conversation;
+  actors::conversation_actor conversation;
   {
     caf::scoped_actor self{w.system()};
     self->request(registry.shard_for("c-stop"), 10s, actors::get_atom::value, std::string("c-stop"))
-        .receive([&](caf::actor& a) { conversation = a; }, [](caf::error&) {});
+        .receive([&](actors::conversation_actor& a) { conversation = a; }, [](caf::error&) {});
   }
   REQUIRE(conversation);
   const auto baseline = w.system().registry().running();

@@ -65,7 +65,7 @@ struct event_log {
   }
 };
 
-inline caf::behavior event_recorder(caf::event_based_actor*, std::shared_ptr<event_log> log) {
+inline actors::run_event_sink::behavior_type event_recorder(std::shared_ptr<event_log> log) {
   return {[log](actors::event_atom, run_event& e) {
     std::lock_guard lock(log->mutex);
     log->events.push_back(std::move(e));
@@ -136,13 +136,13 @@ public:
   }
 
   /// Spawns a run with an event recorder.
-  caf::actor spawn(actors::run_spec s) {
+  actors::run_actor spawn(actors::run_spec s) {
     auto recorder = system_.spawn(event_recorder, events);
     return actors::spawn_run(system_, std::move(s), recorder);
   }
 
   /// Starts `run` and waits for its result.
-  actors::run_result await(const caf::actor& run,
+  actors::run_result await(const actors::run_actor& run,
                            std::chrono::seconds timeout = std::chrono::seconds(60)) {
     caf::scoped_actor self{system_};
     std::optional<actors::run_result> out;

@@ -74,7 +74,7 @@ struct world {
   std::atomic<int> cancelled{0};
 };
 
-tools::tool_result call(world& w, const caf::actor& actor) {
+tools::tool_result call(world& w, const actors::tool_call_actor& actor) {
   caf::scoped_actor self{w.system};
   tools::tool_result out;
   self->request(actor, std::chrono::seconds(10), actors::run_atom::value)
@@ -87,7 +87,7 @@ tools::tool_result call(world& w, const caf::actor& actor) {
 
 TEST_CASE("a tool_call answers with the tool's result", "[actors][tool_call]") {
   world w;
-  auto actor = actors::spawn_tool_call(w.system, w.spec(10ms, 5s), caf::actor{});
+  auto actor = actors::spawn_tool_call(w.system, w.spec(10ms, 5s), caf::actor_addr{});
   auto r = call(w, actor);
   CHECK(r.ok);
   CHECK(r.content == "woke");
@@ -95,7 +95,7 @@ TEST_CASE("a tool_call answers with the tool's result", "[actors][tool_call]") {
 
 TEST_CASE("a tool_call past its timeout cancels the tool and says so", "[actors][tool_call]") {
   world w;
-  auto actor = actors::spawn_tool_call(w.system, w.spec(10s, 50ms), caf::actor{});
+  auto actor = actors::spawn_tool_call(w.system, w.spec(10s, 50ms), caf::actor_addr{});
   auto r = call(w, actor);
   CHECK_FALSE(r.ok);
   CHECK(r.failure_kind == "timeout");
@@ -109,7 +109,7 @@ TEST_CASE("a tool_call whose run goes away cancels its tool", "[actors][tool_cal
   world w;
   auto owner =
       w.system.spawn([](caf::event_based_actor*) -> caf::behavior { return {[](int) {}}; });
-  auto actor = actors::spawn_tool_call(w.system, w.spec(10s, 10s), owner);
+  auto actor = actors::spawn_tool_call(w.system, w.spec(10s, 10s), owner.address());
   caf::anon_send(actor, actors::run_atom::value);
   std::this_thread::sleep_for(50ms);
   caf::anon_send_exit(owner, caf::exit_reason::kill);

@@ -51,7 +51,8 @@ inline auto handle_io_completion() {
   };
 }
 
-/// For typed actors: the signature entry matching `handle_io_completion()`.
+/// For typed actors: the signature entry matching `handle_io_completion()`. A typed actor
+/// that calls `start_io` lists it in its interface (else `start_io` does not compile).
 using io_completion_handler = caf::reacts_to<io_done_atom, io_completion>;
 
 /// Converts a CAF error into troupe's vocabulary (timeout, unavailable, …).
@@ -99,9 +100,16 @@ template <class T> expected<T> failure_from(std::exception_ptr ep) {
 
 /// Runs `op` on `io` and calls `on_done(expected<T>)` inside `self`'s context when it
 /// finishes (an exception becomes an error). `self`'s behavior must include
-/// `handle_io_completion()`. If `self` is gone by then, the result is dropped.
+/// `handle_io_completion()`; a typed `self` must also list `io_completion_handler` in
+/// its interface. If `self` is gone by then, the result is dropped.
 template <class T, class Actor, class OnDone>
 io_task start_io(Actor* self, asio::any_io_executor io, asio::awaitable<T> op, OnDone on_done) {
+  if constexpr (!std::is_same_v<typename Actor::signatures, caf::none_t>) {
+    static_assert(
+        caf::detail::tl_contains<typename Actor::signatures, io_completion_handler>::value,
+        "a typed actor that calls start_io needs io_completion_handler in its interface");
+  }
+  // Untyped on purpose: the completion is checked against the interface above.
   auto target = caf::actor_cast<caf::actor>(self);
   // The completion handler owns a reference to the signal: the coroutine's slot points
   // into it for as long as the coroutine runs, whether or not the io_task is kept.

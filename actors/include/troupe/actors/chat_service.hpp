@@ -58,9 +58,9 @@ struct chat_submission {
 struct submitted_run {
   std::string run_id;
   std::string conversation_id;
-  caf::actor journal;
+  run_journal_actor journal;
   /// The conversation actor that took the message (cancel the run there).
-  caf::actor conversation;
+  conversation_actor conversation;
 };
 
 /// An agent row turned into the settings a run uses (tools and limits parsed).
@@ -94,7 +94,7 @@ public:
   }
 
 private:
-  expected<caf::actor> make_conversation(caf::actor_system& system, const std::string& id);
+  expected<conversation_actor> make_conversation(caf::actor_system& system, const std::string& id);
 
   caf::actor_system& system_;
   chat_service_options options_;

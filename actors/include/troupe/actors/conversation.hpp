@@ -12,25 +12,19 @@
 /// Subscribers receive every event of every run. After `idle_ttl` without activity the
 /// actor passivates (quits): its state is in SQLite, the registry spawns it again.
 ///
-/// Interface (untyped):
-///   (send_atom, std::string text) -> run_result   the result of the run that handled it
-///   (send_atom, turn_request)     -> bool          accepted at once; the turn's observer
-///                                                  gets its run's events and, at the end,
-///                                                  (done_atom, run_result)
-///   (cancel_atom, std::string run_id) -> bool      cancels that run (active or queued);
-///                                                  false when it is not here
-///   (subscribe_atom, caf::actor)  -> void          events as (event_atom, run_event)
+/// Its interface is `conversation_actor` below.
 ///
 /// When the spec names a files directory, the files a run produced are copied there and
 /// stored as `files` rows (kind "artifact", linked to the run and conversation) before
 /// the run's result is delivered; the result's artifacts then carry their file ids.
 ///
-/// The registry is sharded by conversation id; each shard serializes creation in its
-/// mailbox, so concurrent first messages for one id get the same actor:
-///   (get_atom, std::string id) -> caf::actor
+/// The registry is sharded by conversation id; each shard (`conversation_shard_actor`)
+/// serializes creation in its mailbox, so concurrent first messages for one id get the
+/// same actor.
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <functional>
 #include <string>
 #include <string_view>
@@ -45,6 +39,9 @@ namespace troupe::actors {
 using send_atom = caf::atom_constant<caf::atom("send")>;
 using subscribe_atom = caf::atom_constant<caf::atom("subscribe")>;
 using get_atom = caf::atom_constant<caf::atom("get")>;
+using done_atom = caf::atom_constant<caf::atom("done")>;
+/// The conversation's own timer: no activity since the given generation.
+using idle_atom = caf::atom_constant<caf::atom("idle")>;
 
 /// What a conversation needs to start runs.
 struct conversation_spec {
@@ -70,19 +67,48 @@ struct conversation_spec {
 };
 
 /// A message for the conversation with the id its run will have and who follows it.
+/// Who follows one turn: its run's events, then (done_atom, run_result) at its end.
+using turn_observer =
+    caf::typed_actor<caf::reacts_to<event_atom, run_event>, caf::reacts_to<done_atom, run_result>>;
+
 struct turn_request {
   std::string text;
   /// The id of the run that handles it (the run row's uuid); empty: generated. Under
   /// the `collect` policy a message merged into a queued turn runs under that turn's id.
   std::string run_id;
   /// Receives the run's events and its final (done_atom, run_result); may be invalid.
-  caf::actor observer;
+  turn_observer observer;
 };
 
-caf::actor spawn_conversation(caf::actor_system& system, conversation_spec spec);
+/// The conversation's interface.
+///   (send_atom, text) -> run_result          the result of the run that handled it
+///   (send_atom, turn_request) -> bool        accepted at once; the turn's observer gets
+///                                            its run's events and, at the end,
+///                                            (done_atom, run_result)
+///   (cancel_atom, run_id) -> bool            cancels that run (active or queued); false
+///                                            when it is not here
+///   (subscribe_atom, run_event_sink)         every event of every run, from now on
+/// From its runs, and sent by the conversation to itself (not for others):
+///   (event_atom, run_event)                  an event of the active run, forwarded
+///   (idle_atom, generation)                  passivates when nothing happened since
+using conversation_actor =
+    caf::typed_actor<caf::replies_to<send_atom, std::string>::with<run_result>,
+                     caf::replies_to<send_atom, turn_request>::with<bool>,
+                     caf::replies_to<cancel_atom, std::string>::with<bool>,
+                     caf::reacts_to<subscribe_atom, run_event_sink>,
+                     caf::reacts_to<event_atom, run_event>,
+                     caf::reacts_to<idle_atom, std::uint64_t>>;
 
-/// Makes the conversation actor for an id (loads or creates what it needs).
-using conversation_factory = std::function<caf::actor(caf::actor_system&, const std::string&)>;
+conversation_actor spawn_conversation(caf::actor_system& system, conversation_spec spec);
+
+/// Makes the conversation actor for an id (loads or creates what it needs); an invalid
+/// handle when it cannot.
+using conversation_factory =
+    std::function<conversation_actor(caf::actor_system&, const std::string&)>;
+
+/// A registry shard: (get_atom, id) -> the conversation (invalid: it cannot be made).
+using conversation_shard_actor =
+    caf::typed_actor<caf::replies_to<get_atom, std::string>::with<conversation_actor>>;
 
 /// Routes conversation ids to registry shards.
 class conversation_registry {
@@ -91,7 +117,7 @@ public:
                         std::size_t shards = 8);
 
   /// The shard that owns `id`; ask it (get_atom, id) for the conversation actor.
-  const caf::actor& shard_for(std::string_view id) const;
+  const conversation_shard_actor& shard_for(std::string_view id) const;
   std::size_t shard_count() const noexcept {
     return shards_.size();
   }
@@ -101,7 +127,7 @@ public:
   void stop();
 
 private:
-  std::vector<caf::actor> shards_;
+  std::vector<conversation_shard_actor> shards_;
 };
 
 } // namespace troupe::actors

@@ -8,12 +8,7 @@
 /// events to a subscriber; persists messages, steps and the run status through the
 /// store_writer; and answers the actor that started it with the run's result.
 ///
-/// Interface (untyped actor, so that it can also receive its own I/O completions):
-///   (run_atom)    -> run_result   starts the run; the answer arrives when it ends
-///   (cancel_atom) -> void          cancels every in-flight LLM stream and tool call
-///                                  (sandboxed processes are killed); ends as cancelled
-///   (steer_atom, std::string) -> void  adds a user message to the next LLM round
-/// The subscriber receives (event_atom, run_event) for every event, in order.
+/// Its interface is `run_actor` below; the subscriber is a `run_event_sink`.
 
 #include <chrono>
 #include <cstdint>
@@ -25,6 +20,7 @@
 
 #include <caf/all.hpp>
 
+#include "troupe/actors/bridge.hpp"
 #include "troupe/actors/store_writer.hpp"
 #include "troupe/net/http_client.hpp"
 #include "troupe/net/provider_client.hpp"
@@ -42,6 +38,9 @@ using run_atom = caf::atom_constant<caf::atom("run")>;
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
 using event_atom = caf::atom_constant<caf::atom("event")>;
 using steer_atom = caf::atom_constant<caf::atom("steer")>;
+/// The run's own messages: its deadline, and a batch of streamed text from its LLM call.
+using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
+using delta_atom = caf::atom_constant<caf::atom("delta")>;
 
 /// The default per-tool timeout.
 inline constexpr std::chrono::milliseconds default_tool_timeout{std::chrono::minutes(5)};
@@ -119,9 +118,26 @@ struct run_result {
   std::vector<harness::artifact> artifacts;
 };
 
+/// Whoever follows a run: receives (event_atom, run_event) for every event, in order.
+using run_event_sink = caf::typed_actor<caf::reacts_to<event_atom, run_event>>;
+
+/// The run's interface.
+///   (run_atom)    -> run_result   starts the run; the answer arrives when it ends
+///   (cancel_atom)                 cancels every in-flight LLM stream and tool call
+///                                 (sandboxed processes are killed); ends as cancelled
+///   (steer_atom, text)            adds a user message to the next LLM round
+/// Sent by the run to itself (not for others):
+///   (deadline_atom)               the run's deadline (`agent.timeout`) passed
+///   (delta_atom, round, text)     streamed text of an LLM round, from its coroutine
+///   (io_done_atom, io_completion) a coroutine started through the bridge finished
+using run_actor =
+    caf::typed_actor<caf::replies_to<run_atom>::with<run_result>, caf::reacts_to<cancel_atom>,
+                     caf::reacts_to<steer_atom, std::string>, caf::reacts_to<deadline_atom>,
+                     caf::reacts_to<delta_atom, int, std::string>, io_completion_handler>;
+
 /// Spawns a run actor; it starts when it receives `run_atom`. `subscriber` (may be
 /// invalid) receives its events.
-caf::actor spawn_run(caf::actor_system& system, run_spec spec, caf::actor subscriber);
+run_actor spawn_run(caf::actor_system& system, run_spec spec, run_event_sink subscriber);
 
 } // namespace troupe::actors
 

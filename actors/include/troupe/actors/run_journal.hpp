@@ -16,16 +16,7 @@
 ///   done     the final event: content, usage, steps summary, files
 ///   (none)   `[DONE]`, the last entry
 ///
-/// Interface (untyped):
-///   (event_atom, run_event)              from the conversation: appends entries
-///   (done_atom, run_result)              from the conversation: the final entries
-///   (follow_atom, caf::actor, uint64_t)  replays entries after that seq to the sink as
-///                                        (entry_atom, journal_entry), then follows live
-///   (wait_atom)      -> run_result       answered when the run ends
-///   (get_atom)       -> run_status_view  where the run stands now
-///   (watch_atom, caf::actor)             the conversation that took the run: its death
-///                                        before the run ends fails the run here, so no
-///                                        subscriber waits forever
+/// Its interface is `run_journal_actor` below; followers are `journal_sink_actor`s.
 /// A finished journal stays for `retention`, then leaves its directory and quits. Its
 /// followers are linked to it: told to exit (shutdown), it takes them along.
 
@@ -47,11 +38,12 @@
 
 namespace troupe::actors {
 
-using done_atom = caf::atom_constant<caf::atom("done")>;
 using follow_atom = caf::atom_constant<caf::atom("follow")>;
 using entry_atom = caf::atom_constant<caf::atom("entry")>;
 using wait_atom = caf::atom_constant<caf::atom("wait")>;
 using watch_atom = caf::atom_constant<caf::atom("watch")>;
+/// A journal's retention is over (its own timer), or the directory evicts it: it goes.
+using expire_atom = caf::atom_constant<caf::atom("expire")>;
 
 /// One entry, as it goes out over SSE.
 struct journal_entry {
@@ -72,11 +64,34 @@ struct run_status_view {
   std::optional<run_result> result;
 };
 
+/// A follower of a journal: receives (entry_atom, journal_entry) for every entry.
+using journal_sink_actor = caf::typed_actor<caf::reacts_to<entry_atom, journal_entry>>;
+
+/// The journal's interface.
+///   (event_atom, run_event)                 from the conversation: appends entries
+///   (done_atom, run_result)                 from the conversation: the final entries
+///   (follow_atom, sink, after_seq)          replays entries after that seq to the sink,
+///                                           then follows live
+///   (wait_atom) -> run_result               answered when the run ends
+///   (get_atom) -> run_status_view           where the run stands now
+///   (watch_atom, conversation)              the conversation that took the run: its
+///                                           death before the run ends fails the run
+///                                           here, so no subscriber waits forever
+///   (expire_atom)                           leave now (the journal's retention timer,
+///                                           or the directory evicting the oldest)
+/// It is a `turn_observer`: a turn_request can name it.
+using run_journal_actor =
+    caf::typed_actor<caf::reacts_to<event_atom, run_event>, caf::reacts_to<done_atom, run_result>,
+                     caf::reacts_to<follow_atom, journal_sink_actor, std::uint64_t>,
+                     caf::replies_to<wait_atom>::with<run_result>,
+                     caf::replies_to<get_atom>::with<run_status_view>,
+                     caf::reacts_to<watch_atom, conversation_actor>, caf::reacts_to<expire_atom>>;
+
 /// The live journals by run id, with each run's owner. Thread-safe.
 class run_directory {
 public:
   struct entry {
-    caf::actor journal;
+    run_journal_actor journal;
     storage::row_id owner_user = 0;
     std::string conversation_id;
   };
@@ -85,10 +100,10 @@ public:
   void remove(const std::string& run_id);
   std::size_t size() const;
   /// Every live journal (for shutdown).
-  std::vector<caf::actor> journals() const;
+  std::vector<run_journal_actor> journals() const;
   /// A journal's run ended: it is kept for replay, but at most `max_retained` finished
   /// journals are; the oldest beyond that are returned, to be told to go.
-  std::vector<caf::actor> retain(const std::string& run_id, std::size_t max_retained);
+  std::vector<run_journal_actor> retain(const std::string& run_id, std::size_t max_retained);
 
 private:
   mutable std::mutex mutex_;
@@ -111,7 +126,7 @@ struct journal_options {
   std::shared_ptr<run_directory> directory;
 };
 
-caf::actor spawn_run_journal(caf::actor_system& system, journal_options options);
+run_journal_actor spawn_run_journal(caf::actor_system& system, journal_options options);
 
 /// The SSE name of a run event (`message`, `harness`, `step`, `run`).
 std::string_view journal_event_name(run_event_type type) noexcept;
