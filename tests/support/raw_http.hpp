@@ -123,6 +123,11 @@ private:
   std::string buffer_;
 };
 
+/// How long `http_exchange` waits for a whole answer: a bound, not a pause. Long enough
+/// for a blocking chat whose run starts sandboxed pandas and matplotlib on a loaded
+/// machine (the data-task test takes 5 s even when it is alone).
+inline constexpr std::chrono::milliseconds http_exchange_timeout = std::chrono::seconds(60);
+
 /// Sends one request with Connection: close and returns the whole raw response.
 inline std::string http_exchange(std::uint16_t port, std::string_view method,
                                  std::string_view target, std::string_view body = {},
@@ -137,7 +142,7 @@ inline std::string http_exchange(std::uint16_t port, std::string_view method,
   request += "\r\n";
   request += body;
   c.send(request);
-  return c.read_until_closed();
+  return c.read_until_closed(http_exchange_timeout);
 }
 
 /// The status code of a raw response ("HTTP/1.1 404 …" -> 404), or 0.
