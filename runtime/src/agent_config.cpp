@@ -118,6 +118,14 @@ expected<void> validate_agents(const std::vector<provider_settings>& providers,
   return {};
 }
 
+std::uint32_t effective_context_window(const agent_settings& agent,
+                                       const provider_settings& provider) noexcept {
+  if (agent.context_window != 0) {
+    return agent.context_window;
+  }
+  return provider.context_window != 0 ? provider.context_window : default_context_window;
+}
+
 embedded_catalog make_embedded_catalog(const std::map<std::string, std::string>& environment,
                                        std::string_view demo_base_url) {
   const auto env = [&environment](const char* name) -> std::string {

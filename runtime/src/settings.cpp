@@ -495,9 +495,12 @@ expected<void> apply_entries(settings& target, std::string_view key, const toml:
     entry_reader r(*table, std::string(key), source_name, i);
     if (key == "providers") {
       provider_settings p;
-      auto ok = first_failure(r.text("name", p.name), r.text("type", p.type),
-                              r.text("base_url", p.base_url), r.text("api_key_env", p.api_key_env),
-                              r.text("api_key", p.api_key), r.text_list("models", p.models));
+      std::int64_t context_window = p.context_window;
+      auto ok = first_failure(
+          r.text("name", p.name), r.text("type", p.type), r.text("base_url", p.base_url),
+          r.text("api_key_env", p.api_key_env), r.text("api_key", p.api_key),
+          r.text_list("models", p.models),
+          r.number("context_window", context_window, min_context_window, max_context_window));
       // After every read: arguments are evaluated in no fixed order.
       if (ok) {
         ok = r.no_unknown_keys();
@@ -505,18 +508,21 @@ expected<void> apply_entries(settings& target, std::string_view key, const toml:
       if (!ok) {
         return ok;
       }
+      p.context_window = static_cast<std::uint32_t>(context_window);
       target.providers.push_back(std::move(p));
     } else {
       agent_settings a;
       std::int64_t max_rounds = a.max_rounds;
       std::int64_t timeout_s = a.timeout.count();
       std::string policy = std::string(to_string(a.queue));
+      std::int64_t context_window = a.context_window;
       auto ok = first_failure(
           r.text("name", a.name), r.text("provider", a.provider), r.text("model", a.model),
           r.text("fast_model", a.fast_model), r.text("fallback_model", a.fallback_model),
           r.text("system_prompt", a.system_prompt), r.text_list("tools", a.tools),
           r.number("max_rounds", max_rounds, 1, 10'000),
-          r.number("timeout_s", timeout_s, 1, 7 * 24 * 3600), r.text("queue_policy", policy));
+          r.number("timeout_s", timeout_s, 1, 7 * 24 * 3600), r.text("queue_policy", policy),
+          r.number("context_window", context_window, min_context_window, max_context_window));
       if (ok) {
         ok = r.no_unknown_keys();
       }
@@ -531,6 +537,7 @@ expected<void> apply_entries(settings& target, std::string_view key, const toml:
       a.queue = *parsed_policy;
       a.max_rounds = static_cast<unsigned>(max_rounds);
       a.timeout = std::chrono::seconds(timeout_s);
+      a.context_window = static_cast<std::uint32_t>(context_window);
       target.agents.push_back(std::move(a));
     }
   }
@@ -725,7 +732,7 @@ std::string to_toml(const settings& s) {
     if (!p.api_key.empty()) {
       out += "# api_key is set (not printed)\n";
     }
-    out += fmt::format("models = {}\n", list(p.models));
+    out += fmt::format("models = {}\ncontext_window = {}\n", list(p.models), p.context_window);
   }
   for (const auto& a : s.agents) {
     out += fmt::format("\n[[agents]]\nname = {}\nprovider = {}\nmodel = {}\nfast_model = {}\n"
@@ -735,6 +742,9 @@ std::string to_toml(const settings& s) {
                        toml_string(a.fast_model), toml_string(a.fallback_model),
                        toml_string(a.system_prompt), list(a.tools), a.max_rounds, a.timeout.count(),
                        toml_string(to_string(a.queue)));
+    if (a.context_window != 0) {
+      out += fmt::format("context_window = {}\n", a.context_window);
+    }
   }
   return out;
 }

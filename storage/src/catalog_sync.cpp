@@ -30,7 +30,11 @@ std::string tools_json(const std::vector<std::string>& tools) {
 std::string limits_json(const agent_settings& a) {
   json_writer w;
   w.begin_object().key("max_rounds").value(a.max_rounds);
-  w.key("timeout_s").value(a.timeout.count()).end_object();
+  w.key("timeout_s").value(a.timeout.count());
+  if (a.context_window != 0) {
+    w.key("context_window").value(a.context_window);
+  }
+  w.end_object();
   return std::move(w).str();
 }
 
@@ -40,7 +44,8 @@ std::string provider_config_json(const provider_settings& p) {
   for (const auto& m : p.models) {
     w.value(m);
   }
-  w.end_array().key("declared").value(true).end_object();
+  w.end_array().key("declared").value(true);
+  w.key("context_window").value(p.context_window).end_object();
   return std::move(w).str();
 }
 

@@ -87,3 +87,21 @@ TEST_CASE("an agent naming an undeclared provider fails the whole sync", "[stora
   CHECK_THAT(result.error().message, Catch::Contains("agent 'assistant'"));
   CHECK(scalar(f.db, "SELECT count(*) FROM providers") == "0"); // rolled back
 }
+
+TEST_CASE("declared context windows are kept in the provider's config and the agent's limits",
+          "[storage][catalog]") {
+  fresh_db f;
+  auto providers = declared_providers();
+  providers[0].context_window = 32'000;
+  auto agents = declared_agents();
+  agents[0].context_window = 8'192;
+  must(sync_declared_catalog(f.db, providers, agents));
+  CHECK(scalar(f.db, "SELECT json_extract(config_json, '$.context_window') FROM providers") ==
+        "32000");
+  CHECK(scalar(f.db, "SELECT json_extract(limits_json, '$.context_window') FROM agents") == "8192");
+  // An agent without its own window inherits the provider's: its limits do not name one.
+  agents[0].context_window = 0;
+  must(sync_declared_catalog(f.db, providers, agents));
+  CHECK(scalar(f.db, "SELECT json_type(limits_json, '$.context_window') IS NULL FROM agents") ==
+        "1");
+}

@@ -7,9 +7,12 @@
 ///
 ///     [[providers]]
 ///     name = "local"                      # unique
-///     type = "openai-compatible"          # openai | openai-compatible | openrouter | qwen | kimi
-///     | claude base_url = "http://127.0.0.1:9000/v1" api_key_env = "LOCAL_API_KEY"       # or
-///     api_key = "…"; both optional models = ["m1", "m1-mini"]
+///     type = "openai-compatible"          # openai | openai-compatible | openrouter | qwen
+///                                         # | kimi | claude
+///     base_url = "http://127.0.0.1:9000/v1"
+///     api_key_env = "LOCAL_API_KEY"       # or api_key = "…"; both optional
+///     models = ["m1", "m1-mini"]
+///     context_window = 128000             # optional: tokens the models take (default 128,000)
 ///
 ///     [[agents]]
 ///     name = "assistant"                  # unique; the `model` of the OpenAI-compatible endpoint
@@ -22,8 +25,10 @@
 ///     max_rounds = 50
 ///     timeout_s = 600
 ///     queue_policy = "followup"           # followup | steer | interrupt | collect
+///     context_window = 32000              # optional: overrides the provider's
 
 #include <chrono>
+#include <cstdint>
 #include <map>
 #include <string>
 #include <string_view>
@@ -32,6 +37,13 @@
 #include "troupe/runtime/error.hpp"
 
 namespace troupe {
+
+/// The context window (in tokens) of a provider's models when the config names none.
+inline constexpr std::uint32_t default_context_window = 128'000;
+
+/// The smallest and largest `context_window` the config accepts.
+inline constexpr std::uint32_t min_context_window = 1'024;
+inline constexpr std::uint32_t max_context_window = 100'000'000;
 
 /// One model provider endpoint.
 struct provider_settings {
@@ -46,6 +58,8 @@ struct provider_settings {
   std::string api_key;
   /// Models this provider offers; agents may only name these (when non-empty).
   std::vector<std::string> models;
+  /// The tokens a prompt to these models may take; the run cuts history to fit.
+  std::uint32_t context_window = default_context_window;
 
   /// The key to use: `api_key`, else the value of `api_key_env` in `environment`.
   std::string resolve_api_key(const std::map<std::string, std::string>& environment) const;
@@ -78,7 +92,14 @@ struct agent_settings {
   unsigned max_rounds = 50;
   std::chrono::seconds timeout{600};
   queue_policy queue = queue_policy::followup;
+  /// The tokens a prompt may take; 0: the provider's `context_window`.
+  std::uint32_t context_window = 0;
 };
+
+/// The context window a run of `agent` on `provider` budgets its prompt with: the
+/// agent's own when set, else the provider's.
+std::uint32_t effective_context_window(const agent_settings& agent,
+                                       const provider_settings& provider) noexcept;
 
 /// Checks providers and agents against each other and against the known tool names:
 /// unique names, a known provider type, an agent's provider, models (when the provider
