@@ -10,6 +10,7 @@
 
 #include "commands.hpp"
 #include "troupe/actors/node.hpp"
+#include "troupe/api/routes.hpp"
 #include "troupe/runtime/log.hpp"
 #include "troupe/runtime/settings.hpp"
 
@@ -34,7 +35,7 @@ int serve(const serve_options& options) {
     return 0;
   }
   log::configure(resolved->log_level, resolved->log_format);
-  actors::node node(std::move(*resolved));
+  actors::node node(std::move(*resolved), api::frontend());
   return node.run();
 }
 

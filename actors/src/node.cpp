@@ -12,11 +12,10 @@
 #include <boost/asio/strand.hpp>
 #include <caf/all.hpp>
 
-#include "troupe/actors/api_routes.hpp"
 #include "troupe/actors/chat_service.hpp"
 #include "troupe/actors/demo_model.hpp"
 #include "troupe/actors/health.hpp"
-#include "troupe/actors/system_routes.hpp"
+#include "troupe/actors/service_facades.hpp"
 #include "troupe/net/mock_llm_server.hpp"
 #include "troupe/runtime/log.hpp"
 #include "troupe/storage/catalog_sync.hpp"
@@ -41,7 +40,7 @@ unsigned scheduler_threads(const actor_settings& s) {
 } // namespace
 
 struct node::impl {
-  explicit impl(settings s) : config(std::move(s)), signals(io) {
+  impl(settings s, node_frontend f) : config(std::move(s)), frontend(std::move(f)), signals(io) {
     // caf::atom takes only literals; settings already restricted the policy to these two.
     caf_config.set("scheduler.policy", config.actors.scheduler_policy == "stealing"
                                            ? caf::atom("stealing")
@@ -51,6 +50,7 @@ struct node::impl {
   }
 
   settings config;
+  node_frontend frontend;
   metrics_registry metrics;
   std::optional<storage::data_dir_lock> data_dir;
   caf::actor_system_config caf_config;
@@ -68,12 +68,13 @@ struct node::impl {
   std::shared_ptr<storage::connection> db_writer;
   std::shared_ptr<storage::read_pool> db_reads;
   store_writer_actor store_writer;
-  // The key signing file links.
-  std::string link_secret;
-  // Shared by the API routes; its writer handle is dropped before the actor system goes
-  // (a detached actor's thread ends only when the last handle to it is gone, and the
-  // routes may outlive the server object in handlers the stopped io_context never ran).
-  std::shared_ptr<api_state> api;
+  // The facades the routes use. Their actor handles are dropped before the actor system
+  // goes (a detached actor's thread ends only when the last handle to it is gone, and
+  // the routes may outlive the server object in handlers the stopped io_context never
+  // ran).
+  std::shared_ptr<store_writer_facade> store_facade;
+  std::shared_ptr<health_actor_facade> health_facade;
+  std::shared_ptr<chat_service_facade> chat_facade;
   // Agent runs: the LLM client (on its own strand of the io_context) and the service
   // that owns the conversations.
   std::unique_ptr<net::http_client> http;
@@ -180,20 +181,12 @@ struct node::impl {
     if (!reads) {
       return tl::unexpected(reads.error());
     }
-    // First start: an admin token, before the store_writer takes the connection.
-    auto admin = bootstrap_admin(*conn, config.data_dir);
-    if (!admin) {
-      return tl::unexpected(admin.error());
+    // First start (e.g. an admin token), before the store_writer takes the connection.
+    if (frontend.prepare_storage) {
+      if (auto prepared = frontend.prepare_storage(*conn, config); !prepared) {
+        return tl::unexpected(prepared.error());
+      }
     }
-    if (*admin) {
-      log::warn("created an admin token; it is in {} (readable only by this user)",
-                (*admin)->string());
-    }
-    auto secret = load_link_secret(config.data_dir);
-    if (!secret) {
-      return tl::unexpected(secret.error());
-    }
-    link_secret = std::move(*secret);
     db_writer = std::make_shared<storage::connection>(std::move(*conn));
     db_reads = std::move(*reads);
     return {};
@@ -209,7 +202,8 @@ struct node::impl {
   }
 };
 
-node::node(settings config) : impl_(std::make_unique<impl>(std::move(config))) {}
+node::node(settings config, node_frontend frontend)
+    : impl_(std::make_unique<impl>(std::move(config), std::move(frontend))) {}
 
 node::~node() {
   if (!impl_->io_threads.empty()) {
@@ -236,9 +230,14 @@ node::~node() {
     caf::anon_send_exit(impl_->store_writer, caf::exit_reason::user_shutdown);
   }
   impl_->store_writer = nullptr;
-  if (impl_->api) {
-    impl_->api->writer = nullptr;
-    impl_->api->chat.reset();
+  if (impl_->store_facade) {
+    impl_->store_facade->close();
+  }
+  if (impl_->health_facade) {
+    impl_->health_facade->close();
+  }
+  if (impl_->chat_facade) {
+    impl_->chat_facade->close();
   }
   impl_->chat.reset();
   impl_->system.reset(); // waits for every actor to finish
@@ -323,29 +322,23 @@ expected<endpoint> node::start() {
   chat_options.retention = d.config.api.run_retention;
   d.chat = std::make_shared<chat_service>(*d.system, std::move(chat_options));
 
-  d.api = std::make_shared<api_state>();
-  auto& api = d.api;
-  api->system = d.system.get();
-  api->writer = d.store_writer;
-  api->reads = d.db_reads;
-  api->config = d.config.api;
-  api->data_dir = d.config.data_dir;
-  api->link_secret = d.link_secret;
-  api->limiter =
-      std::make_shared<rate_limiter>(d.config.api.rate_per_second, d.config.api.rate_burst);
-  api->chat = d.chat;
-  api->demo = d.demo;
+  d.store_facade = std::make_shared<store_writer_facade>(*d.system, d.store_writer);
+  d.health_facade = std::make_shared<health_actor_facade>(*d.system, d.health);
+  d.chat_facade = std::make_shared<chat_service_facade>(d.chat);
   net::router routes;
-  system_route_context system_context{d.system.get(), d.health, &d.metrics, {}, false};
-  system_context.guard = [api](net::route_handler h) {
-    return guard(
-        api, api_access::chat,
-        [h = std::move(h)](net::request_context& ctx, const api_caller&) { return h(ctx); });
-  };
-  system_context.metrics_open = d.config.api.open_metrics;
-  add_system_routes(routes, system_context);
-  add_api_routes(routes, api);
-  add_openai_routes(routes, api);
+  if (d.frontend.add_routes) {
+    node_services services;
+    services.chat = d.chat_facade;
+    services.store = d.store_facade;
+    services.health = d.health_facade;
+    services.reads = d.db_reads;
+    services.config = &d.config;
+    services.metrics = &d.metrics;
+    services.demo = d.demo;
+    if (auto added = d.frontend.add_routes(routes, services); !added) {
+      return tl::unexpected(added.error());
+    }
+  }
   d.server = std::make_unique<net::http_server>(
       d.io, std::move(routes), net::http_server_options::from(d.config.server), d.metrics);
   auto bound = d.server->listen(d.config.listen);

@@ -16,7 +16,7 @@
 #include "support/api_server.hpp"
 #include "support/raw_http.hpp"
 #include "support/troupe_process.hpp"
-#include "troupe/actors/api_routes.hpp"
+#include "troupe/api/files.hpp"
 #include "troupe/runtime/crypto.hpp"
 #include "troupe/storage/connection.hpp"
 #include "troupe/storage/database.hpp"

@@ -17,6 +17,7 @@
 #include <boost/asio/awaitable.hpp>
 #include <caf/fwd.hpp>
 
+#include "troupe/actors/chat_facade.hpp"
 #include "troupe/actors/conversation.hpp"
 #include "troupe/actors/run_journal.hpp"
 #include "troupe/actors/store_writer.hpp"
@@ -42,16 +43,6 @@ struct chat_service_options {
   /// Finished runs kept for replay at most, whatever the retention (oldest go first).
   std::size_t max_retained_runs = 10'000;
   std::size_t registry_shards = 8;
-};
-
-/// A message to submit, its caller resolved.
-struct chat_submission {
-  storage::row_id user_id = 0;
-  /// The conversation (existing, or just created for this message).
-  storage::conversation_record conversation;
-  std::string text;
-  /// The `done` entry's data for this run (the API adds signed links); may be empty.
-  std::function<std::string(const run_result&)> final_data;
 };
 
 /// What `submit` started.

@@ -2,7 +2,9 @@
 
 /// \file
 /// One troupe process: the data directory, the CAF actor system, the Asio io threads,
-/// the HTTP server and their orderly start and stop.
+/// the HTTP server and their orderly start and stop. The routes come from the layer
+/// above (`api/`, handed over by `app/` as a `node_frontend`), which sees the node's
+/// services only through their facades (node_services.hpp).
 
 #include <functional>
 #include <memory>
@@ -10,6 +12,7 @@
 #include <boost/asio/io_context.hpp>
 #include <caf/fwd.hpp>
 
+#include "troupe/actors/node_services.hpp"
 #include "troupe/actors/store_writer.hpp"
 #include "troupe/net/http_server.hpp"
 #include "troupe/runtime/error.hpp"
@@ -22,7 +25,8 @@ namespace troupe::actors {
 /// Builds, runs and stops everything `troupe serve` runs.
 class node {
 public:
-  explicit node(settings config);
+  /// A node serving `frontend`'s routes (none when its hooks are empty).
+  explicit node(settings config, node_frontend frontend = {});
   ~node();
   node(const node&) = delete;
   node& operator=(const node&) = delete;

@@ -21,6 +21,7 @@
 #include <caf/all.hpp>
 
 #include "troupe/actors/bridge.hpp"
+#include "troupe/actors/run_result.hpp"
 #include "troupe/actors/store_writer.hpp"
 #include "troupe/net/http_client.hpp"
 #include "troupe/net/provider_client.hpp"
@@ -85,37 +86,6 @@ struct run_spec {
   std::filesystem::path workspace;
   std::chrono::milliseconds tool_timeout = default_tool_timeout;
   run_io io;
-};
-
-/// One entry of a run's step summary (the steps also go to the database).
-struct run_step {
-  /// llm, tool, harness or model.
-  std::string kind;
-  std::string name;
-  std::string status;
-  /// A short JSON or text detail.
-  std::string detail;
-};
-
-/// How a run ended.
-struct run_result {
-  /// The run's public id (its row's uuid).
-  std::string run_id;
-  /// succeeded, failed or cancelled.
-  storage::run_status status = storage::run_status::failed;
-  /// The accepted final answer (with links to its files).
-  std::string text;
-  /// Why the run failed or was cancelled.
-  std::string error;
-  token_usage usage;
-  /// LLM rounds started and provider calls made.
-  int rounds = 0;
-  int llm_calls = 0;
-  /// The model of the last LLM round (the fallback model once it was switched to).
-  std::string model;
-  std::vector<run_step> steps;
-  /// Files the run (and its sub-agents) produced.
-  std::vector<harness::artifact> artifacts;
 };
 
 /// Whoever follows a run: receives (event_atom, run_event) for every event, in order.

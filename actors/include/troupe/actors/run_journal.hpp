@@ -34,6 +34,7 @@
 #include <caf/all.hpp>
 
 #include "troupe/actors/conversation.hpp"
+#include "troupe/actors/journal_entry.hpp"
 #include "troupe/actors/run.hpp"
 
 namespace troupe::actors {
@@ -44,25 +45,6 @@ using wait_atom = caf::atom_constant<caf::atom("wait")>;
 using watch_atom = caf::atom_constant<caf::atom("watch")>;
 /// A journal's retention is over (its own timer), or the directory evicts it: it goes.
 using expire_atom = caf::atom_constant<caf::atom("expire")>;
-
-/// One entry, as it goes out over SSE.
-struct journal_entry {
-  std::uint64_t seq = 0;
-  /// The SSE event name; empty for the closing `[DONE]`.
-  std::string event;
-  std::string data;
-  /// True for the last entry of the journal.
-  bool last = false;
-};
-
-/// Where a journaled run stands.
-struct run_status_view {
-  /// queued, running, succeeded, failed or cancelled.
-  std::string status = "queued";
-  std::uint64_t last_seq = 0;
-  /// Set once the run ended.
-  std::optional<run_result> result;
-};
 
 /// A follower of a journal: receives (entry_atom, journal_entry) for every entry.
 using journal_sink_actor = caf::typed_actor<caf::reacts_to<entry_atom, journal_entry>>;

@@ -1,4 +1,4 @@
-#include "api_json.hpp"
+#include "json.hpp"
 
 #include <algorithm>
 #include <charconv>
@@ -7,7 +7,7 @@
 
 #include "troupe/runtime/crypto.hpp"
 
-namespace troupe::actors::detail {
+namespace troupe::api::detail {
 
 json_body::json_body(std::string_view text) : padded_(text) {
   simdjson::dom::element root;
@@ -164,6 +164,18 @@ std::optional<net::http_response> read_page(const net::http_request& request, st
   return std::nullopt;
 }
 
+std::optional<storage::row_id> parse_id(std::string_view text) {
+  const auto v = parse_int(text);
+  if (!v || *v <= 0) {
+    return std::nullopt;
+  }
+  return *v;
+}
+
+net::http_response not_found(std::string_view what) {
+  return net::http_response::error(404, "not_found", fmt::format("no such {}", what));
+}
+
 net::http_response error_response(const error& e) {
   switch (e.code) {
     case errc::invalid_argument:
@@ -184,4 +196,4 @@ net::http_response error_response(const error& e) {
   }
 }
 
-} // namespace troupe::actors::detail
+} // namespace troupe::api::detail

@@ -1,23 +1,27 @@
-#include "troupe/actors/system_routes.hpp"
+#include "troupe/api/system.hpp"
 
 #include <chrono>
 
-#include "troupe/actors/bridge.hpp"
 #include "troupe/runtime/json_writer.hpp"
 #include "troupe/runtime/version.hpp"
 
-namespace troupe::actors {
+namespace troupe::api {
 
 namespace {
 
-constexpr auto health_timeout = std::chrono::seconds(1);
+namespace asio = boost::asio;
+
+constexpr auto health_timeout = std::chrono::milliseconds(1000);
 
 // Route coroutines take their context by value: a capturing coroutine lambda would
 // dangle after its first suspension (stack.md).
 
 asio::awaitable<net::http_response> healthz(system_route_context context) {
-  auto answer = co_await ask<std::uint64_t>(*context.system, context.health, health_timeout,
-                                            ping_atom::value);
+  if (!context.health) {
+    co_return net::http_response::error(503, "unavailable", "the actor system is not running");
+  }
+  auto pinging = context.health->ping(health_timeout);
+  auto answer = co_await std::move(pinging);
   if (!answer) {
     co_return net::http_response::error(
         503, "unavailable", "the actor system did not answer: " + answer.error().message);
@@ -55,4 +59,4 @@ void add_system_routes(net::router& routes, system_route_context context) {
                      context.metrics_open));
 }
 
-} // namespace troupe::actors
+} // namespace troupe::api

@@ -1,9 +1,9 @@
 #pragma once
 
 /// \file
-/// The native API under `/api/v1`: bearer-token authentication, per-token rate limits,
-/// CORS, and the users, tokens, agents, providers, conversations and files routes.
-/// Later routes (chat, runs) authenticate through `guard` and get the caller from it.
+/// Who calls the native API and what a token may do: the caller, the access levels of
+/// routes, per-token rate limits, the guard that checks a bearer token before a handler
+/// runs, CORS, token minting and the first-start admin token.
 
 #include <chrono>
 #include <filesystem>
@@ -12,20 +12,18 @@
 #include <mutex>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <unordered_map>
 
 #include <boost/asio/awaitable.hpp>
-#include <caf/fwd.hpp>
 
-#include "troupe/actors/store_writer.hpp"
 #include "troupe/net/http_server.hpp"
 #include "troupe/runtime/error.hpp"
 #include "troupe/runtime/settings.hpp"
 #include "troupe/storage/connection.hpp"
-#include "troupe/storage/database.hpp"
 #include "troupe/storage/records.hpp"
 
-namespace troupe::actors {
+namespace troupe::api {
 
 /// Who is calling: the user and the token that authenticated the request.
 struct api_caller {
@@ -70,23 +68,7 @@ private:
   std::unordered_map<storage::row_id, bucket> buckets_;
 };
 
-class chat_service;
-
-/// Everything the API routes share.
-struct api_state {
-  caf::actor_system* system = nullptr;
-  store_writer_actor writer;
-  std::shared_ptr<storage::read_pool> reads;
-  api_settings config;
-  std::filesystem::path data_dir;
-  /// The key signing file links (`<data-dir>/link.secret`).
-  std::string link_secret;
-  std::shared_ptr<rate_limiter> limiter;
-  /// Starts agent runs; null: the chat routes answer 503.
-  std::shared_ptr<chat_service> chat;
-  /// The embedded catalog's agent answers with the scripted demo model.
-  bool demo = false;
-};
+struct api_state;
 
 /// A handler behind `guard`: it gets the authenticated caller.
 using api_handler = std::function<boost::asio::awaitable<net::http_response>(net::request_context&,
@@ -100,14 +82,8 @@ net::route_handler guard(std::shared_ptr<api_state> state, api_access access, ap
 void add_cors_headers(const api_settings& config, const net::http_request& request,
                       net::http_response& response);
 
-/// Answers CORS preflight (OPTIONS) for `pattern`, once per pattern.
+/// Answers CORS preflight (OPTIONS) for `pattern`.
 void add_preflight(net::router& routes, std::shared_ptr<api_state> state, std::string_view pattern);
-
-/// Adds every `/api/v1` route to `routes`.
-void add_api_routes(net::router& routes, std::shared_ptr<api_state> state);
-
-/// Adds the OpenAI-compatible endpoint: `GET /v1/models`, `POST /v1/chat/completions`.
-void add_openai_routes(net::router& routes, std::shared_ptr<api_state> state);
 
 /// A new random token ("trp_" and 64 hex digits) and its stored hash.
 struct minted_token {
@@ -125,14 +101,4 @@ std::string hash_token(std::string_view token);
 expected<std::optional<std::filesystem::path>>
 bootstrap_admin(storage::connection& writer, const std::filesystem::path& data_dir);
 
-/// Reads `<data_dir>/link.secret`, creating it (32 random bytes, mode 0600) if missing.
-expected<std::string> load_link_secret(const std::filesystem::path& data_dir);
-
-/// A signed download link for file `uuid`, valid until `expires` (Unix seconds).
-std::string signed_file_link(const std::string& secret, std::string_view uuid,
-                             std::int64_t expires);
-/// Whether `sig` signs (`uuid`, `expires`) under `secret` (constant-time).
-bool check_file_signature(const std::string& secret, std::string_view uuid,
-                          std::string_view expires, std::string_view sig);
-
-} // namespace troupe::actors
+} // namespace troupe::api

@@ -9,21 +9,19 @@
 #include <fmt/format.h>
 #include <simdjson.h>
 
-#include "api_chat.hpp"
-#include "api_json.hpp"
-#include "troupe/actors/bridge.hpp"
+#include "chat.hpp"
+#include "json.hpp"
 #include "troupe/runtime/json_writer.hpp"
 #include "troupe/runtime/run_event.hpp"
 #include "troupe/storage/repositories.hpp"
 
-namespace troupe::actors {
+namespace troupe::api {
 
 namespace {
 
 namespace asio = boost::asio;
 using net::http_response;
 using net::request_context;
-using state_ptr = std::shared_ptr<api_state>;
 
 using detail::max_message_bytes;
 
@@ -204,7 +202,7 @@ public:
       : id_(std::move(id)), model_(std::move(model)), include_usage_(include_usage),
         created_(unix_seconds_now()) {}
 
-  std::string operator()(const journal_entry& e) {
+  std::string operator()(const actors::journal_entry& e) {
     if (e.event == "message") {
       return message(e.data);
     }
@@ -369,11 +367,11 @@ asio::awaitable<http_response> completions(state_ptr state, request_context& ctx
     co_return detail::error_response(conversation.error());
   }
   const bool demo = detail::is_demo_agent(*state, *agent);
-  chat_submission submission;
+  actors::chat_submission submission;
   submission.user_id = caller.user_id;
   submission.conversation = *conversation;
   submission.text = in.objective;
-  submission.final_data = [state, id = conversation->uuid, demo](const run_result& r) {
+  submission.final_data = [state, id = conversation->uuid, demo](const actors::run_result& r) {
     return detail::run_outcome_json(*state, id, demo, r);
   };
   auto submitting = state->chat->submit(std::move(submission));
@@ -387,13 +385,12 @@ asio::awaitable<http_response> completions(state_ptr state, request_context& ctx
         {{"X-Troupe-Run-Id", run->run_id}, {"X-Troupe-Conversation-Id", run->conversation_id}});
     auto translator =
         std::make_shared<chunk_translator>(completion_id, agent->name, in.include_usage);
-    detail::stream_journal(
-        *state->system, run->journal, 0, stream,
-        [translator](const journal_entry& e) { return (*translator)(e); }, run->conversation,
-        run->run_id);
+    state->chat->follow(
+        *run, 0, stream, [translator](const actors::journal_entry& e) { return (*translator)(e); },
+        true);
     co_return http_response{};
   }
-  auto waiting = detail::await_run(*state, ctx, *agent, run->journal);
+  auto waiting = detail::await_run(*state, ctx, *agent, *run);
   auto result = co_await std::move(waiting);
   if (!result) {
     co_return openai_error(504, "timeout", result.error().message);
@@ -419,19 +416,16 @@ asio::awaitable<http_response> completions(state_ptr state, request_context& ctx
 
 } // namespace
 
-void add_openai_routes(net::router& routes, std::shared_ptr<api_state> state) {
+void add_openai_routes(route_table& routes) {
   using net::http_method;
-  routes.add(http_method::get, "/v1/models",
-             guard(state, api_access::chat, [state](request_context&, const api_caller& caller) {
-               return list_models(state, caller);
-             }));
+  const auto& state = routes.state();
   routes.add(
-      http_method::post, "/v1/chat/completions",
-      guard(state, api_access::chat, [state](request_context& ctx, const api_caller& caller) {
-        return completions(state, ctx, caller);
-      }));
-  add_preflight(routes, state, "/v1/models");
-  add_preflight(routes, state, "/v1/chat/completions");
+      http_method::get, "/v1/models", api_access::chat,
+      [state](request_context&, const api_caller& caller) { return list_models(state, caller); });
+  routes.add(http_method::post, "/v1/chat/completions", api_access::chat,
+             [state](request_context& ctx, const api_caller& caller) {
+               return completions(state, ctx, caller);
+             });
 }
 
-} // namespace troupe::actors
+} // namespace troupe::api

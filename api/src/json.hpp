@@ -1,20 +1,23 @@
 #pragma once
 
-// Private helpers of the API routes: reading JSON request bodies field by field with
-// errors that name the field, pagination, and mapping troupe errors to HTTP answers.
+// Private to api/: reading JSON request bodies field by field with errors that name the
+// field, pagination, paged and single JSON answers, and mapping troupe errors to HTTP
+// answers.
 
 #include <initializer_list>
 #include <optional>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include <simdjson.h>
 
 #include "troupe/net/http_message.hpp"
 #include "troupe/runtime/error.hpp"
+#include "troupe/runtime/json_writer.hpp"
 #include "troupe/storage/repositories.hpp"
 
-namespace troupe::actors::detail {
+namespace troupe::api::detail {
 
 /// A parsed JSON object body. The first problem found is kept as "<field>: <what>".
 class json_body {
@@ -63,4 +66,36 @@ std::optional<net::http_response> read_page(const net::http_request& request, st
 /// The HTTP answer for a failed operation (not_found 404, conflict 409, …).
 net::http_response error_response(const error& e);
 
-} // namespace troupe::actors::detail
+/// A row number from a path parameter: a positive integer, else nullopt.
+std::optional<storage::row_id> parse_id(std::string_view text);
+
+/// 404 "no such <what>".
+net::http_response not_found(std::string_view what);
+
+/// `{"data":[…],"total":N,"limit":L,"offset":O}`, each row written by `write_one`.
+template <class Record, class Write>
+net::http_response page_answer(const std::vector<Record>& rows, std::int64_t total, storage::page p,
+                               Write write_one) {
+  json_writer w;
+  w.begin_object();
+  w.key("data").begin_array();
+  for (const auto& r : rows) {
+    write_one(w, r);
+  }
+  w.end_array();
+  w.key("total").value(total);
+  w.key("limit").value(p.limit);
+  w.key("offset").value(p.offset);
+  w.end_object();
+  return net::http_response::json(200, std::move(w).str());
+}
+
+/// One record as the JSON answer, with `status`.
+template <class Record, class Write>
+net::http_response one_answer(unsigned status, const Record& r, Write write_one) {
+  json_writer w;
+  write_one(w, r);
+  return net::http_response::json(status, std::move(w).str());
+}
+
+} // namespace troupe::api::detail

@@ -1,5 +1,5 @@
-// The /api/v1/files routes: multipart upload, metadata, and downloads for the owner's
-// token or a signed, expiring link.
+// The /api/v1/files routes: multipart upload, metadata, list, and downloads for the
+// owner's token or a signed, expiring link; the key that signs the links.
 
 #include <fcntl.h>
 #include <unistd.h>
@@ -14,8 +14,10 @@
 
 #include <fmt/format.h>
 
-#include "api_json.hpp"
-#include "troupe/actors/api_routes.hpp"
+#include "json.hpp"
+#include "private_file.hpp"
+#include "state.hpp"
+#include "troupe/api/files.hpp"
 #include "troupe/runtime/crypto.hpp"
 #include "troupe/runtime/json_writer.hpp"
 #include "troupe/runtime/run_event.hpp"
@@ -23,16 +25,13 @@
 #include "troupe/storage/repositories.hpp"
 #include "troupe/storage/write_op.hpp"
 
-namespace troupe::actors {
+namespace troupe::api {
 
 namespace {
 
 namespace asio = boost::asio;
 using net::http_response;
 using net::request_context;
-using state_ptr = std::shared_ptr<api_state>;
-
-constexpr auto write_timeout = std::chrono::seconds(10);
 
 // One part of a multipart/form-data body.
 struct form_part {
@@ -253,9 +252,7 @@ asio::awaitable<http_response> upload_file(state_ptr state, request_context& ctx
   f.created_at = storage::now_millis();
   // Awaited as a named value: GCC 12 mishandles temporaries in co_await expressions.
   auto pending =
-      write(*state->system, state->writer,
-            storage::make_write("store file", [f](auto& c) { return storage::insert_file(c, f); }),
-            write_timeout);
+      detail::store(state, "store file", [f](auto& c) { return storage::insert_file(c, f); });
   auto id = co_await std::move(pending);
   if (!id) {
     std::error_code ignored;
@@ -366,37 +363,69 @@ asio::awaitable<http_response> download(state_ptr state, net::route_handler with
 
 } // namespace
 
-void add_file_routes(net::router& routes, std::shared_ptr<api_state> state,
-                     std::set<std::string>& preflighted) {
+void add_file_routes(route_table& routes) {
   using net::http_method;
-  routes.add(
-      http_method::post, "/api/v1/files",
-      guard(state, api_access::user, [state](request_context& ctx, const api_caller& caller) {
-        return upload_file(state, ctx, caller);
-      }));
-  routes.add(
-      http_method::get, "/api/v1/files",
-      guard(state, api_access::user, [state](request_context& ctx, const api_caller& caller) {
-        return list_files(state, ctx, caller);
-      }));
-  routes.add(
-      http_method::get, "/api/v1/files/{id}",
-      guard(state, api_access::user, [state](request_context& ctx, const api_caller& caller) {
-        return file_metadata(state, ctx, caller);
-      }));
+  const auto& state = routes.state();
+  routes.add(http_method::post, "/api/v1/files", api_access::user,
+             [state](request_context& ctx, const api_caller& caller) {
+               return upload_file(state, ctx, caller);
+             });
+  routes.add(http_method::get, "/api/v1/files", api_access::user,
+             [state](request_context& ctx, const api_caller& caller) {
+               return list_files(state, ctx, caller);
+             });
+  routes.add(http_method::get, "/api/v1/files/{id}", api_access::user,
+             [state](request_context& ctx, const api_caller& caller) {
+               return file_metadata(state, ctx, caller);
+             });
   auto with_token =
       guard(state, api_access::user, [state](request_context& ctx, const api_caller& caller) {
         return owner_content(state, ctx, caller);
       });
-  routes.add(
+  routes.add_open(
       http_method::get, "/api/v1/files/{id}/content",
       [state, with_token](request_context& ctx) { return download(state, with_token, ctx); });
-  for (const auto* pattern :
-       {"/api/v1/files", "/api/v1/files/{id}", "/api/v1/files/{id}/content"}) {
-    if (preflighted.emplace(pattern).second) {
-      add_preflight(routes, state, pattern);
-    }
-  }
 }
 
-} // namespace troupe::actors
+expected<std::string> load_link_secret(const std::filesystem::path& data_dir) {
+  const auto path = data_dir / "link.secret";
+  if (std::ifstream in(path); in) {
+    std::string secret;
+    std::getline(in, secret);
+    if (secret.size() >= 32) {
+      return secret;
+    }
+  }
+  auto bytes = random_bytes(32);
+  if (!bytes) {
+    return tl::unexpected(bytes.error());
+  }
+  auto secret = to_hex(*bytes);
+  if (auto ok = detail::write_private_file(path, secret + "\n"); !ok) {
+    return tl::unexpected(ok.error());
+  }
+  return secret;
+}
+
+namespace {
+
+std::string file_signature(const std::string& secret, std::string_view uuid,
+                           std::string_view expires) {
+  return to_hex(hmac_sha256(secret, fmt::format("file\n{}\n{}", uuid, expires)));
+}
+
+} // namespace
+
+std::string signed_file_link(const std::string& secret, std::string_view uuid,
+                             std::int64_t expires) {
+  const auto e = std::to_string(expires);
+  return fmt::format("/api/v1/files/{}/content?expires={}&sig={}", uuid, e,
+                     file_signature(secret, uuid, e));
+}
+
+bool check_file_signature(const std::string& secret, std::string_view uuid,
+                          std::string_view expires, std::string_view sig) {
+  return constant_time_equal(file_signature(secret, uuid, expires), sig);
+}
+
+} // namespace troupe::api

@@ -1,59 +1,23 @@
-// Authentication, per-token rate limits, CORS, first-start bootstrap and signed links.
+// Authentication (bearer tokens behind `guard`), per-token rate limits, CORS, token
+// minting and the first-start admin token.
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
+#include "troupe/api/auth.hpp"
 
-#include <cerrno>
 #include <cmath>
-#include <cstring>
-#include <fstream>
-#include <set>
-#include <sstream>
 
 #include <fmt/format.h>
 
-#include "troupe/actors/api_routes.hpp"
+#include "private_file.hpp"
+#include "state.hpp"
 #include "troupe/runtime/crypto.hpp"
 #include "troupe/runtime/log.hpp"
 #include "troupe/storage/repositories.hpp"
 
-namespace troupe::actors {
+namespace troupe::api {
 
 namespace {
 
 constexpr std::string_view token_prefix = "trp_";
-
-// Writes `text` to `path` with mode 0600 via a temporary file and a rename, so a reader
-// never sees half a file and the mode is right from the first byte.
-expected<void> write_private_file(const std::filesystem::path& path, std::string_view text) {
-  const auto tmp = path.string() + ".tmp";
-  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0600);
-  if (fd < 0) {
-    return fail(errc::io_error, fmt::format("cannot create {}: {}", tmp, std::strerror(errno)));
-  }
-  ::fchmod(fd, 0600);
-  std::size_t done = 0;
-  while (done < text.size()) {
-    const auto n = ::write(fd, text.data() + done, text.size() - done);
-    if (n < 0 && errno == EINTR) {
-      continue;
-    }
-    if (n < 0) {
-      const auto message = fmt::format("cannot write {}: {}", tmp, std::strerror(errno));
-      ::close(fd);
-      return fail(errc::io_error, message);
-    }
-    done += static_cast<std::size_t>(n);
-  }
-  if (::fsync(fd) != 0 || ::close(fd) != 0) {
-    return fail(errc::io_error, fmt::format("cannot write {}: {}", tmp, std::strerror(errno)));
-  }
-  if (::rename(tmp.c_str(), path.c_str()) != 0) {
-    return fail(errc::io_error, fmt::format("cannot rename {}: {}", tmp, std::strerror(errno)));
-  }
-  return {};
-}
 
 // The bearer token of the request, or empty.
 std::string_view bearer_token(const net::http_request& request) {
@@ -188,6 +152,24 @@ void add_preflight(net::router& routes, std::shared_ptr<api_state> state,
       [state = std::move(state)](net::request_context& ctx) { return preflight(state, ctx); });
 }
 
+void route_table::add(net::http_method method, std::string_view pattern, api_access access,
+                      api_handler handler) {
+  routes_.add(method, pattern, guard(state_, access, std::move(handler)));
+  preflight(pattern);
+}
+
+void route_table::add_open(net::http_method method, std::string_view pattern,
+                           net::route_handler handler) {
+  routes_.add(method, pattern, std::move(handler));
+  preflight(pattern);
+}
+
+void route_table::preflight(std::string_view pattern) {
+  if (preflighted_.emplace(pattern).second) {
+    add_preflight(routes_, state_, pattern);
+  }
+}
+
 std::string hash_token(std::string_view token) {
   return sha256_hex(token);
 }
@@ -242,7 +224,7 @@ bootstrap_admin(storage::connection& writer, const std::filesystem::path& data_d
     }
     // Written before the commit: if the file cannot be written, no token exists that
     // nobody knows.
-    return write_private_file(path, minted->token + "\n");
+    return detail::write_private_file(path, minted->token + "\n");
   });
   if (!done) {
     return tl::unexpected(done.error());
@@ -250,45 +232,4 @@ bootstrap_admin(storage::connection& writer, const std::filesystem::path& data_d
   return std::optional<std::filesystem::path>{path};
 }
 
-expected<std::string> load_link_secret(const std::filesystem::path& data_dir) {
-  const auto path = data_dir / "link.secret";
-  if (std::ifstream in(path); in) {
-    std::string secret;
-    std::getline(in, secret);
-    if (secret.size() >= 32) {
-      return secret;
-    }
-  }
-  auto bytes = random_bytes(32);
-  if (!bytes) {
-    return tl::unexpected(bytes.error());
-  }
-  auto secret = to_hex(*bytes);
-  if (auto ok = write_private_file(path, secret + "\n"); !ok) {
-    return tl::unexpected(ok.error());
-  }
-  return secret;
-}
-
-namespace {
-
-std::string file_signature(const std::string& secret, std::string_view uuid,
-                           std::string_view expires) {
-  return to_hex(hmac_sha256(secret, fmt::format("file\n{}\n{}", uuid, expires)));
-}
-
-} // namespace
-
-std::string signed_file_link(const std::string& secret, std::string_view uuid,
-                             std::int64_t expires) {
-  const auto e = std::to_string(expires);
-  return fmt::format("/api/v1/files/{}/content?expires={}&sig={}", uuid, e,
-                     file_signature(secret, uuid, e));
-}
-
-bool check_file_signature(const std::string& secret, std::string_view uuid,
-                          std::string_view expires, std::string_view sig) {
-  return constant_time_equal(file_signature(secret, uuid, expires), sig);
-}
-
-} // namespace troupe::actors
+} // namespace troupe::api

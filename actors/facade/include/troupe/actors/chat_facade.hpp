@@ -1,0 +1,91 @@
+#pragma once
+
+/// \file
+/// The chat facade: what the HTTP layer may do with agent runs, without seeing an actor.
+/// A submitted run is named by a `run_ticket`: its public ids and an opaque handle that
+/// keeps the run's journal reachable for as long as the ticket lives (a run that ended
+/// can still be waited on or replayed through its ticket, whatever the retention).
+/// Implemented in actors/ over the chat service (service_facades.hpp).
+
+#include <chrono>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <boost/asio/awaitable.hpp>
+
+#include "troupe/actors/journal_entry.hpp"
+#include "troupe/actors/run_result.hpp"
+#include "troupe/net/http_server.hpp"
+#include "troupe/runtime/error.hpp"
+#include "troupe/storage/records.hpp"
+
+namespace troupe::actors {
+
+/// A message to submit, its caller resolved.
+struct chat_submission {
+  storage::row_id user_id = 0;
+  /// The conversation (existing, or just created for this message).
+  storage::conversation_record conversation;
+  std::string text;
+  /// The `done` entry's data for this run (the API adds signed links); may be empty.
+  std::function<std::string(const run_result&)> final_data;
+};
+
+/// What actors/ keeps of a run behind a ticket (its journal, the conversation that took
+/// it); defined where the actors are.
+struct run_handle;
+
+/// A run the facade knows: public ids plus the opaque handle.
+struct run_ticket {
+  std::string run_id;
+  std::string conversation_id;
+  std::shared_ptr<const run_handle> handle;
+};
+
+/// A live (or retained) run found by its id, with who may see it.
+struct found_live_run {
+  run_ticket ticket;
+  storage::row_id owner_user = 0;
+};
+
+/// Turns one journal entry into the bytes a client gets (empty: nothing to send).
+using entry_translator = std::function<std::string(const journal_entry&)>;
+
+class chat_facade {
+public:
+  virtual ~chat_facade() = default;
+
+  /// Hands the message to its conversation; answers at once with the run's ticket. Fails
+  /// when the conversation cannot be loaded (its agent or provider is gone or invalid).
+  virtual boost::asio::awaitable<expected<run_ticket>> submit(chat_submission submission) = 0;
+
+  /// Waits until the run ends, at most `timeout`.
+  virtual boost::asio::awaitable<expected<run_result>> wait(run_ticket run,
+                                                            std::chrono::milliseconds timeout) = 0;
+
+  /// Where the run stands now (asked of its journal, at most `timeout`).
+  virtual boost::asio::awaitable<expected<run_status_view>>
+  status(run_ticket run, std::chrono::milliseconds timeout) = 0;
+
+  /// Writes what `translate` makes of every entry after `after_seq`, and then of every
+  /// new one, to `stream`; ends the stream with the journal's last entry. Returns at once
+  /// (the following happens in an actor). When `cancel_on_leave` and the client leaves
+  /// before the end, the run is cancelled.
+  virtual void follow(run_ticket run, std::uint64_t after_seq, net::response_stream stream,
+                      entry_translator translate, bool cancel_on_leave) = 0;
+
+  /// Cancels a run (active or queued). False when its conversation does not have it.
+  virtual boost::asio::awaitable<expected<bool>> cancel(std::string conversation_id,
+                                                        std::string run_id) = 0;
+
+  /// A run started since this node began (or retained), with its owner.
+  virtual std::optional<found_live_run> find_run(const std::string& run_id) const = 0;
+
+  /// How long a run of `agent` may take (its `limits.timeout_s`, else the default).
+  virtual std::chrono::milliseconds run_timeout(const storage::agent_record& agent) const = 0;
+};
+
+} // namespace troupe::actors

@@ -1,0 +1,47 @@
+#pragma once
+
+/// \file
+/// What a node hands the layer above it (`api/`, given to the node by `app/`): the
+/// service facades, the read pool and the resolved settings, and the hooks through which
+/// that layer adds its routes and prepares the database on first start.
+
+#include <functional>
+#include <memory>
+
+#include "troupe/actors/chat_facade.hpp"
+#include "troupe/actors/health_facade.hpp"
+#include "troupe/actors/store_facade.hpp"
+#include "troupe/net/http_server.hpp"
+#include "troupe/runtime/error.hpp"
+#include "troupe/runtime/metrics.hpp"
+#include "troupe/runtime/settings.hpp"
+#include "troupe/storage/connection.hpp"
+#include "troupe/storage/database.hpp"
+
+namespace troupe::actors {
+
+/// The services of a started node. Everything here outlives the routes' registration;
+/// the facades answer with errors once the node has stopped.
+struct node_services {
+  std::shared_ptr<chat_facade> chat;
+  std::shared_ptr<store_facade> store;
+  std::shared_ptr<health_facade> health;
+  std::shared_ptr<storage::read_pool> reads;
+  /// The resolved settings (with the embedded catalog when the config declared none).
+  const settings* config = nullptr;
+  metrics_registry* metrics = nullptr;
+  /// True when agent "assistant" runs on the scripted demo model.
+  bool demo = false;
+};
+
+/// The HTTP layer of a node. Empty hooks are skipped (a node without routes).
+struct node_frontend {
+  /// Runs on the writer connection after migration, before the store_writer takes it
+  /// (first-start bootstrap, e.g. the admin token).
+  std::function<expected<void>(storage::connection& writer, const settings& config)>
+      prepare_storage;
+  /// Adds the routes; runs once the services exist, before the server listens.
+  std::function<expected<void>(net::router& routes, const node_services& services)> add_routes;
+};
+
+} // namespace troupe::actors

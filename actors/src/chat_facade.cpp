@@ -1,0 +1,191 @@
+// The chat facade over the chat service, and the stream sink actor that writes a run's
+// journal to one HTTP stream.
+
+#include <caf/all.hpp>
+
+#include "troupe/actors/bridge.hpp"
+#include "troupe/actors/run_journal.hpp"
+#include "troupe/actors/service_facades.hpp"
+
+namespace troupe::actors {
+
+/// What a ticket keeps of a run: its journal and the conversation that took it (invalid
+/// for a run found by id, whose followers never cancel it).
+struct run_handle {
+  run_journal_actor journal;
+  conversation_actor conversation;
+};
+
+namespace {
+
+using closed_atom = caf::atom_constant<caf::atom("closed")>;
+
+struct sink_state {
+  net::response_stream stream;
+  entry_translator translate;
+  conversation_actor cancel_target;
+  std::string run_id;
+};
+
+/// A journal follower that also hears from its stream that the client left.
+using stream_sink_actor = journal_sink_actor::extend<caf::reacts_to<closed_atom>>;
+
+// Writes a journal to one HTTP stream. Quits when the journal ends (after ending the
+// stream), when the client leaves, or when the client falls too far behind (it may
+// come back with Last-Event-ID).
+stream_sink_actor::behavior_type stream_sink(stream_sink_actor::stateful_pointer<sink_state> self,
+                                             sink_state init) {
+  self->state = std::move(init);
+  return {
+      [self](entry_atom, const journal_entry& e) {
+        auto& st = self->state;
+        auto bytes = st.translate(e);
+        if (!bytes.empty()) {
+          const auto written = st.stream.try_write(std::move(bytes));
+          if (written == net::stream_write_result::full) {
+            st.stream.finish();
+            self->quit();
+            return;
+          }
+          if (written == net::stream_write_result::closed) {
+            self->send(self, closed_atom::value);
+            return;
+          }
+        }
+        if (e.last) {
+          st.cancel_target = conversation_actor{};
+          st.stream.finish();
+          self->quit();
+        }
+      },
+      [self](closed_atom) {
+        auto& st = self->state;
+        if (st.cancel_target) {
+          // Anonymous: the conversation's yes or no needs no reader.
+          caf::anon_send(st.cancel_target, cancel_atom::value, st.run_id);
+        }
+        self->quit();
+      },
+  };
+}
+
+// Follows `journal` from after `after_seq` into `stream`; when the client leaves first
+// and `cancel_target` is valid, the run is cancelled there.
+void stream_journal(caf::actor_system& system, run_journal_actor journal, std::uint64_t after_seq,
+                    net::response_stream stream, entry_translator translate,
+                    conversation_actor cancel_target, std::string run_id) {
+  sink_state init{stream, std::move(translate), std::move(cancel_target), std::move(run_id)};
+  auto sink = system.spawn(stream_sink, std::move(init));
+  stream.on_disconnect([weak = caf::actor_cast<caf::weak_actor_ptr>(sink)] {
+    if (auto strong = caf::actor_cast<caf::strong_actor_ptr>(weak)) {
+      caf::anon_send(caf::actor_cast<stream_sink_actor>(strong), closed_atom::value);
+    }
+  });
+  caf::anon_send(journal, follow_atom::value, journal_sink_actor{sink}, after_seq);
+}
+
+expected<void> unavailable() {
+  return fail(errc::unavailable, "the chat service is not running");
+}
+
+run_journal_actor journal_of(const run_ticket& run) {
+  return run.handle ? run.handle->journal : run_journal_actor{};
+}
+
+} // namespace
+
+chat_service_facade::chat_service_facade(std::shared_ptr<chat_service> service)
+    : service_(std::move(service)) {}
+
+std::shared_ptr<chat_service> chat_service_facade::service() const {
+  std::lock_guard lock(mutex_);
+  return service_;
+}
+
+void chat_service_facade::close() {
+  std::lock_guard lock(mutex_);
+  service_.reset();
+}
+
+boost::asio::awaitable<expected<run_ticket>>
+chat_service_facade::submit(chat_submission submission) {
+  auto chat = service();
+  if (!chat) {
+    co_return tl::unexpected(unavailable().error());
+  }
+  auto pending = chat->submit(std::move(submission));
+  auto run = co_await std::move(pending);
+  if (!run) {
+    co_return tl::unexpected(run.error());
+  }
+  co_return run_ticket{run->run_id, run->conversation_id,
+                       std::make_shared<const run_handle>(
+                           run_handle{std::move(run->journal), std::move(run->conversation)})};
+}
+
+boost::asio::awaitable<expected<run_result>>
+chat_service_facade::wait(run_ticket run, std::chrono::milliseconds timeout) {
+  auto chat = service();
+  if (!chat) {
+    co_return tl::unexpected(unavailable().error());
+  }
+  auto waiting = ask<run_result>(chat->system(), journal_of(run), timeout, wait_atom::value);
+  co_return co_await std::move(waiting);
+}
+
+boost::asio::awaitable<expected<run_status_view>>
+chat_service_facade::status(run_ticket run, std::chrono::milliseconds timeout) {
+  auto chat = service();
+  if (!chat) {
+    co_return tl::unexpected(unavailable().error());
+  }
+  auto asking = ask<run_status_view>(chat->system(), journal_of(run), timeout, get_atom::value);
+  co_return co_await std::move(asking);
+}
+
+void chat_service_facade::follow(run_ticket run, std::uint64_t after_seq,
+                                 net::response_stream stream, entry_translator translate,
+                                 bool cancel_on_leave) {
+  auto chat = service();
+  if (!chat || !run.handle) {
+    stream.finish();
+    return;
+  }
+  stream_journal(chat->system(), run.handle->journal, after_seq, std::move(stream),
+                 std::move(translate),
+                 cancel_on_leave ? run.handle->conversation : conversation_actor{}, run.run_id);
+}
+
+boost::asio::awaitable<expected<bool>> chat_service_facade::cancel(std::string conversation_id,
+                                                                   std::string run_id) {
+  auto chat = service();
+  if (!chat) {
+    co_return tl::unexpected(unavailable().error());
+  }
+  auto asking = chat->cancel(conversation_id, run_id);
+  co_return co_await std::move(asking);
+}
+
+std::optional<found_live_run> chat_service_facade::find_run(const std::string& run_id) const {
+  auto chat = service();
+  if (!chat) {
+    return std::nullopt;
+  }
+  auto live = chat->find_run(run_id);
+  if (!live) {
+    return std::nullopt;
+  }
+  found_live_run out;
+  out.ticket = run_ticket{run_id, live->conversation_id,
+                          std::make_shared<const run_handle>(run_handle{live->journal, {}})};
+  out.owner_user = live->owner_user;
+  return out;
+}
+
+std::chrono::milliseconds
+chat_service_facade::run_timeout(const storage::agent_record& agent) const {
+  const auto timeout = agent_from_record(agent, "").value_or(agent_settings{}).timeout;
+  return std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
+}
+
+} // namespace troupe::actors

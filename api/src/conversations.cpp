@@ -1,0 +1,217 @@
+// The /api/v1 conversations routes (the caller's own): list, read, messages (with each
+// run's steps on request) and delete.
+
+#include <map>
+
+#include <fmt/format.h>
+
+#include "json.hpp"
+#include "state.hpp"
+#include "troupe/runtime/json_writer.hpp"
+#include "troupe/storage/repositories.hpp"
+
+namespace troupe::api {
+
+namespace {
+
+namespace asio = boost::asio;
+using detail::error_response;
+using detail::json_body;
+using detail::not_found;
+using detail::one_answer;
+using detail::page_answer;
+using detail::parse_id;
+using detail::read;
+using detail::store;
+using net::http_response;
+using net::request_context;
+
+void write_conversation(json_writer& w, const storage::conversation_record& c) {
+  w.begin_object();
+  w.key("id").value(c.uuid);
+  w.key("agent_id").value(c.agent_id);
+  w.key("title").value(c.title);
+  w.key("archived").value(c.archived);
+  w.key("created_at").value(c.created_at);
+  w.key("updated_at").value(c.updated_at);
+  w.end_object();
+}
+
+/// What a message list shows of each run: its public id and, when asked, its steps.
+struct run_view {
+  std::string uuid;
+  std::vector<storage::execution_step_record> steps;
+  /// The id of the run's final answer (its last assistant message without tool calls).
+  std::int64_t final_message = 0;
+};
+
+void write_message(json_writer& w, const storage::message_record& m,
+                   const std::map<storage::row_id, run_view>* runs = nullptr,
+                   bool with_steps = false) {
+  w.begin_object();
+  w.key("id").value(m.id);
+  w.key("role").value(m.role);
+  w.key("content").value(m.content);
+  if (!m.tool_calls_json.empty()) {
+    w.key("tool_calls").raw(m.tool_calls_json);
+  }
+  if (!m.tool_call_id.empty()) {
+    w.key("tool_call_id").value(m.tool_call_id);
+  }
+  const run_view* run = nullptr;
+  if (m.run_id && runs) {
+    if (auto it = runs->find(*m.run_id); it != runs->end()) {
+      run = &it->second;
+    }
+  }
+  if (run) {
+    w.key("run_id").value(run->uuid);
+  }
+  w.key("prompt_tokens").value(m.prompt_tokens);
+  w.key("completion_tokens").value(m.completion_tokens);
+  w.key("created_at").value(m.created_at);
+  if (with_steps && run && run->final_message == m.id) {
+    // The run's steps ride on its final answer.
+    w.key("steps").begin_array();
+    for (const auto& st : run->steps) {
+      w.begin_object().key("seq").value(st.seq).key("kind").value(st.kind);
+      w.key("name").value(st.name).key("status").value(st.status);
+      w.key("output").raw(st.output_json.empty() ? std::string_view("null") : st.output_json);
+      w.end_object();
+    }
+    w.end_array();
+  }
+  w.end_object();
+}
+
+std::optional<storage::conversation_record>
+own_conversation(const state_ptr& state, request_context& ctx, const api_caller& caller) {
+  const std::string uuid(ctx.param("id"));
+  auto c = read(state, [&](auto& conn) {
+    return storage::find_conversation_by_uuid(conn, uuid, caller.user_id);
+  });
+  if (!c) {
+    return std::nullopt;
+  }
+  return *c;
+}
+
+asio::awaitable<http_response> list_conversations(state_ptr state, request_context& ctx,
+                                                  api_caller caller) {
+  storage::page p;
+  if (auto bad = detail::read_page(ctx.request(), p)) {
+    co_return *bad;
+  }
+  auto rows =
+      read(state, [&](auto& c) { return storage::list_conversations_page(c, caller.user_id, p); });
+  auto total =
+      read(state, [&](auto& c) { return storage::count_conversations(c, caller.user_id); });
+  if (!rows || !total) {
+    co_return error_response(!rows ? rows.error() : total.error());
+  }
+  co_return page_answer(*rows, total->count, p, write_conversation);
+}
+
+asio::awaitable<http_response> get_conversation(state_ptr state, request_context& ctx,
+                                                api_caller caller) {
+  auto c = own_conversation(state, ctx, caller);
+  if (!c) {
+    co_return not_found("conversation");
+  }
+  co_return one_answer(200, *c, write_conversation);
+}
+
+asio::awaitable<http_response> conversation_messages(state_ptr state, request_context& ctx,
+                                                     api_caller caller) {
+  auto conv = own_conversation(state, ctx, caller);
+  if (!conv) {
+    co_return not_found("conversation");
+  }
+  storage::page p;
+  if (auto bad = detail::read_page(ctx.request(), p)) {
+    co_return *bad;
+  }
+  auto all = read(state, [&](auto& c) { return storage::list_messages(c, conv->id); });
+  if (!all) {
+    co_return error_response(all.error());
+  }
+  const auto total = static_cast<std::int64_t>(all->size());
+  const auto from = std::min(p.offset, total);
+  const auto to = std::min(from + p.limit, total);
+  std::vector<storage::message_record> window(all->begin() + from, all->begin() + to);
+  // `?steps=true`: each run's steps on its final answer.
+  const bool with_steps = ctx.request().query_param("steps") == "true";
+  std::map<storage::row_id, run_view> runs;
+  for (const auto& m : *all) {
+    if (!m.run_id) {
+      continue;
+    }
+    auto [it, added] = runs.try_emplace(*m.run_id);
+    if (added) {
+      auto run = read(state, [&](auto& c) { return storage::find_run(c, *m.run_id); });
+      it->second.uuid = run ? run->uuid : std::string();
+      if (with_steps) {
+        auto steps = read(state, [&](auto& c) { return storage::list_steps(c, *m.run_id); });
+        if (steps) {
+          it->second.steps = std::move(*steps);
+        }
+      }
+    }
+    if (m.role == "assistant" && m.tool_calls_json.empty()) {
+      it->second.final_message = m.id;
+    }
+  }
+  co_return page_answer(window, total, p, [&](json_writer& w, const storage::message_record& m) {
+    write_message(w, m, &runs, with_steps);
+  });
+}
+
+asio::awaitable<http_response> delete_conversation(state_ptr state, request_context& ctx,
+                                                   api_caller caller) {
+  auto conv = own_conversation(state, ctx, caller);
+  if (!conv) {
+    co_return not_found("conversation");
+  }
+  auto active = read(state, [&](auto& c) { return storage::has_active_run(c, conv->id); });
+  if (!active) {
+    co_return error_response(active.error());
+  }
+  if (*active) {
+    co_return http_response::error(409, "conflict",
+                                   "a run of this conversation is active; cancel it first");
+  }
+  auto pending = store(state, "delete conversation",
+                       [i = conv->id](auto& c) { return storage::delete_conversation(c, i); });
+  auto done = co_await std::move(pending);
+  if (!done) {
+    co_return error_response(done.error());
+  }
+  co_return http_response{204, "application/json", {}, {}};
+}
+
+} // namespace
+
+void add_conversation_routes(route_table& routes) {
+  using net::http_method;
+  const auto& state = routes.state();
+  // Each handler is a plain lambda calling a coroutine function with its arguments by
+  // value: a capturing coroutine lambda would dangle after its first suspension.
+  routes.add(http_method::get, "/api/v1/conversations", api_access::user,
+             [state](request_context& ctx, const api_caller& caller) {
+               return list_conversations(state, ctx, caller);
+             });
+  routes.add(http_method::get, "/api/v1/conversations/{id}", api_access::user,
+             [state](request_context& ctx, const api_caller& caller) {
+               return get_conversation(state, ctx, caller);
+             });
+  routes.add(http_method::get, "/api/v1/conversations/{id}/messages", api_access::user,
+             [state](request_context& ctx, const api_caller& caller) {
+               return conversation_messages(state, ctx, caller);
+             });
+  routes.add(http_method::del, "/api/v1/conversations/{id}", api_access::user,
+             [state](request_context& ctx, const api_caller& caller) {
+               return delete_conversation(state, ctx, caller);
+             });
+}
+
+} // namespace troupe::api

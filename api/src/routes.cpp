@@ -1,0 +1,71 @@
+// The whole HTTP layer of a node: the system routes, then each /api/v1 resource, then the
+// OpenAI-compatible endpoint, over the services the node hands over.
+
+#include "troupe/api/routes.hpp"
+
+#include "state.hpp"
+#include "troupe/api/files.hpp"
+#include "troupe/api/system.hpp"
+#include "troupe/runtime/log.hpp"
+
+namespace troupe::api {
+
+expected<void> add_routes(net::router& routes, const actors::node_services& services) {
+  const auto& config = *services.config;
+  auto secret = load_link_secret(config.data_dir);
+  if (!secret) {
+    return tl::unexpected(secret.error());
+  }
+  auto state = std::make_shared<api_state>();
+  state->reads = services.reads;
+  state->store = services.store;
+  state->chat = services.chat;
+  state->config = config.api;
+  state->declared_providers = config.providers;
+  state->data_dir = config.data_dir;
+  state->link_secret = std::move(*secret);
+  state->limiter =
+      std::make_shared<rate_limiter>(config.api.rate_per_second, config.api.rate_burst);
+  state->demo = services.demo;
+
+  system_route_context system_context;
+  system_context.health = services.health;
+  system_context.metrics = services.metrics;
+  system_context.guard = [state](net::route_handler h) {
+    return guard(
+        state, api_access::chat,
+        [h = std::move(h)](net::request_context& ctx, const api_caller&) { return h(ctx); });
+  };
+  system_context.metrics_open = config.api.open_metrics;
+  add_system_routes(routes, std::move(system_context));
+
+  route_table table(routes, state);
+  add_user_routes(table);
+  add_token_routes(table);
+  add_agent_routes(table);
+  add_provider_routes(table);
+  add_conversation_routes(table);
+  add_file_routes(table);
+  add_chat_routes(table);
+  add_run_routes(table);
+  add_openai_routes(table);
+  return {};
+}
+
+expected<void> prepare_storage(storage::connection& writer, const settings& config) {
+  auto admin = bootstrap_admin(writer, config.data_dir);
+  if (!admin) {
+    return tl::unexpected(admin.error());
+  }
+  if (*admin) {
+    log::warn("created an admin token; it is in {} (readable only by this user)",
+              (*admin)->string());
+  }
+  return {};
+}
+
+actors::node_frontend frontend() {
+  return {prepare_storage, add_routes};
+}
+
+} // namespace troupe::api

@@ -1,0 +1,286 @@
+// The run routes of /api/v1: a run's status, its events (live from its journal, or
+// replayed from the database once the journal is gone), its steps and its cancellation.
+
+#include <charconv>
+
+#include <fmt/format.h>
+
+#include "chat.hpp"
+#include "json.hpp"
+#include "troupe/net/sse.hpp"
+#include "troupe/runtime/json_writer.hpp"
+#include "troupe/storage/repositories.hpp"
+
+namespace troupe::api {
+
+namespace {
+
+namespace asio = boost::asio;
+using detail::no_chat;
+using net::http_response;
+using net::request_context;
+
+/// The caller's run: its row, its conversation, and its live journal when there is one.
+struct found_run {
+  std::optional<storage::run_record> row;
+  std::string conversation_id;
+  std::optional<actors::found_live_run> live;
+};
+
+std::optional<found_run> own_run(const state_ptr& state, const api_caller& caller,
+                                 const std::string& run_id) {
+  found_run out;
+  if (state->chat) {
+    out.live = state->chat->find_run(run_id);
+  }
+  auto row = state->reads->with(
+      [&](storage::connection& c) { return storage::find_run_by_uuid(c, run_id); });
+  if (row) {
+    auto conversation = state->reads->with([&](storage::connection& c) {
+      return storage::find_conversation(c, row->conversation_id);
+    });
+    if (!conversation || conversation->owner_user_id != caller.user_id ||
+        (caller.agent_id && *caller.agent_id != conversation->agent_id)) {
+      return std::nullopt;
+    }
+    out.row = *row;
+    out.conversation_id = conversation->uuid;
+    return out;
+  }
+  if (!out.live || out.live->owner_user != caller.user_id) {
+    return std::nullopt;
+  }
+  // Queued: no row yet.
+  auto conversation = state->reads->with([&](storage::connection& c) {
+    return storage::find_conversation_by_uuid(c, out.live->ticket.conversation_id, caller.user_id);
+  });
+  if (!conversation || (caller.agent_id && *caller.agent_id != conversation->agent_id)) {
+    return std::nullopt;
+  }
+  out.conversation_id = conversation->uuid;
+  return out;
+}
+
+void write_run_row(json_writer& w, const storage::run_record& r) {
+  w.key("model").value(r.model);
+  w.key("created_at").value(r.created_at);
+  if (r.started_at) {
+    w.key("started_at").value(*r.started_at);
+  }
+  if (r.finished_at) {
+    w.key("finished_at").value(*r.finished_at);
+  }
+  if (!r.error.empty()) {
+    w.key("error").value(r.error);
+  }
+}
+
+asio::awaitable<http_response> get_run(state_ptr state, request_context& ctx, api_caller caller) {
+  const std::string run_id(ctx.param("id"));
+  auto run = own_run(state, caller, run_id);
+  if (!run) {
+    co_return http_response::error(404, "not_found", "no such run");
+  }
+  json_writer w;
+  w.begin_object().key("run_id").value(run_id);
+  w.key("conversation_id").value(run->conversation_id);
+  std::string status = run->row ? std::string(storage::to_string(run->row->status)) : "queued";
+  std::optional<actors::run_status_view> view;
+  if (run->live) {
+    auto asking = state->chat->status(run->live->ticket, std::chrono::seconds(5));
+    auto answered = co_await std::move(asking);
+    if (answered) {
+      view = std::move(*answered);
+    }
+  }
+  if (view && view->result) {
+    status = std::string(storage::to_string(view->result->status));
+  }
+  w.key("status").value(status);
+  if (run->row) {
+    write_run_row(w, *run->row);
+  }
+  if (view) {
+    w.key("last_event_id").value(view->last_seq);
+    if (view->result) {
+      w.key("result").raw(
+          detail::run_outcome_json(*state, run->conversation_id, false, *view->result));
+    }
+  }
+  w.end_object();
+  co_return http_response::json(200, std::move(w).str());
+}
+
+asio::awaitable<http_response> run_steps(state_ptr state, request_context& ctx, api_caller caller) {
+  const std::string run_id(ctx.param("id"));
+  auto run = own_run(state, caller, run_id);
+  if (!run) {
+    co_return http_response::error(404, "not_found", "no such run");
+  }
+  std::vector<storage::execution_step_record> steps;
+  if (run->row) {
+    auto listed = state->reads->with(
+        [&](storage::connection& c) { return storage::list_steps(c, run->row->id); });
+    if (!listed) {
+      co_return detail::error_response(listed.error());
+    }
+    steps = std::move(*listed);
+  }
+  json_writer w;
+  w.begin_object().key("data").begin_array();
+  for (const auto& s : steps) {
+    w.begin_object().key("seq").value(s.seq).key("kind").value(s.kind);
+    w.key("name").value(s.name).key("status").value(s.status);
+    w.key("input").raw(s.input_json.empty() ? std::string_view("null") : s.input_json);
+    w.key("output").raw(s.output_json.empty() ? std::string_view("null") : s.output_json);
+    w.key("created_at").value(s.created_at).end_object();
+  }
+  w.end_array().key("total").value(static_cast<std::int64_t>(steps.size())).end_object();
+  co_return http_response::json(200, std::move(w).str());
+}
+
+std::uint64_t after_seq(const net::http_request& request) {
+  std::string text(request.header("Last-Event-ID"));
+  if (text.empty()) {
+    text = request.query_param("after");
+  }
+  std::uint64_t v = 0;
+  const auto* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, v);
+  return ec == std::errc{} && ptr == end ? v : 0;
+}
+
+/// Replay of a run whose journal is gone (finished before the retention ran out, or
+/// before a restart): what SQLite keeps — the status, the steps, the final answer.
+std::string stored_replay(const state_ptr& state, const found_run& run, std::uint64_t after) {
+  std::vector<std::pair<std::string, std::string>> entries;
+  const auto& row = *run.row;
+  {
+    json_writer w;
+    w.begin_object().key("run_id").value(row.uuid).key("type").value("run.status");
+    w.key("status").value(storage::to_string(row.status)).end_object();
+    entries.emplace_back("run", std::move(w).str());
+  }
+  auto steps =
+      state->reads->with([&](storage::connection& c) { return storage::list_steps(c, row.id); });
+  if (steps) {
+    for (const auto& s : *steps) {
+      json_writer w;
+      w.begin_object().key("run_id").value(row.uuid).key("seq").value(s.seq);
+      w.key("kind").value(s.kind).key("name").value(s.name).key("status").value(s.status);
+      w.end_object();
+      entries.emplace_back(s.kind == "harness" ? "harness" : "step", std::move(w).str());
+    }
+  }
+  std::string content;
+  auto messages = state->reads->with(
+      [&](storage::connection& c) { return storage::list_messages(c, row.conversation_id); });
+  if (messages) {
+    for (const auto& m : *messages) {
+      if (m.run_id && *m.run_id == row.id && m.role == "assistant" && m.tool_calls_json.empty()) {
+        content = m.content;
+      }
+    }
+  }
+  {
+    json_writer w;
+    w.begin_object().key("run_id").value(row.uuid);
+    w.key("conversation_id").value(run.conversation_id);
+    w.key("status").value(storage::to_string(row.status)).key("content").value(content);
+    if (!row.error.empty()) {
+      w.key("error").value(row.error);
+    }
+    w.key("replayed_from").value("database").end_object();
+    entries.emplace_back("done", std::move(w).str());
+  }
+  entries.emplace_back("", "[DONE]");
+  std::string out;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    if (i + 1 <= after) {
+      continue;
+    }
+    net::sse_event e;
+    e.event = entries[i].first;
+    e.id = std::to_string(i + 1);
+    e.data = entries[i].second;
+    net::append_sse_event(out, e);
+  }
+  return out;
+}
+
+asio::awaitable<http_response> run_events(state_ptr state, request_context& ctx,
+                                          api_caller caller) {
+  const std::string run_id(ctx.param("id"));
+  auto run = own_run(state, caller, run_id);
+  if (!run) {
+    co_return http_response::error(404, "not_found", "no such run");
+  }
+  const auto after = after_seq(ctx.request());
+  auto stream = ctx.begin_sse({{"X-Troupe-Run-Id", run_id}});
+  if (run->live) {
+    // A follower never cancels: the run is durable.
+    state->chat->follow(run->live->ticket, after, stream, detail::native_sse, false);
+    co_return http_response{};
+  }
+  if (!run->row) {
+    stream.finish();
+    co_return http_response{};
+  }
+  stream.try_write(stored_replay(state, *run, after));
+  stream.finish();
+  co_return http_response{};
+}
+
+asio::awaitable<http_response> cancel_run(state_ptr state, request_context& ctx,
+                                          api_caller caller) {
+  const std::string run_id(ctx.param("id"));
+  auto run = own_run(state, caller, run_id);
+  if (!run) {
+    co_return http_response::error(404, "not_found", "no such run");
+  }
+  if (run->row && (run->row->status == storage::run_status::succeeded ||
+                   run->row->status == storage::run_status::failed ||
+                   run->row->status == storage::run_status::cancelled ||
+                   run->row->status == storage::run_status::interrupted)) {
+    co_return http_response::error(409, "conflict", "the run has already ended");
+  }
+  if (!state->chat) {
+    co_return no_chat();
+  }
+  auto asking = state->chat->cancel(run->conversation_id, run_id);
+  auto cancelled = co_await std::move(asking);
+  if (!cancelled) {
+    co_return detail::error_response(cancelled.error());
+  }
+  if (!*cancelled) {
+    co_return http_response::error(409, "conflict", "the run is not active");
+  }
+  json_writer w;
+  w.begin_object().key("run_id").value(run_id).key("status").value("cancelling").end_object();
+  co_return http_response::json(202, std::move(w).str());
+}
+
+} // namespace
+
+void add_run_routes(route_table& routes) {
+  using net::http_method;
+  const auto& state = routes.state();
+  routes.add(http_method::get, "/api/v1/runs/{id}", api_access::chat,
+             [state](request_context& ctx, const api_caller& caller) {
+               return get_run(state, ctx, caller);
+             });
+  routes.add(http_method::del, "/api/v1/runs/{id}", api_access::chat,
+             [state](request_context& ctx, const api_caller& caller) {
+               return cancel_run(state, ctx, caller);
+             });
+  routes.add(http_method::get, "/api/v1/runs/{id}/events", api_access::chat,
+             [state](request_context& ctx, const api_caller& caller) {
+               return run_events(state, ctx, caller);
+             });
+  routes.add(http_method::get, "/api/v1/runs/{id}/steps", api_access::chat,
+             [state](request_context& ctx, const api_caller& caller) {
+               return run_steps(state, ctx, caller);
+             });
+}
+
+} // namespace troupe::api

@@ -1,0 +1,99 @@
+#pragma once
+
+// Private to api/: what every resource's routes share (the services, the settings, the
+// link key, the rate limiter), how they read and write the database, and the table that
+// adds a guarded route with its CORS preflight.
+
+#include <filesystem>
+#include <memory>
+#include <set>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include <boost/asio/awaitable.hpp>
+
+#include "troupe/actors/chat_facade.hpp"
+#include "troupe/actors/store_facade.hpp"
+#include "troupe/api/auth.hpp"
+#include "troupe/net/http_server.hpp"
+#include "troupe/runtime/agent_config.hpp"
+#include "troupe/runtime/settings.hpp"
+#include "troupe/storage/database.hpp"
+#include "troupe/storage/write_op.hpp"
+
+namespace troupe::api {
+
+/// Everything the API routes share.
+struct api_state {
+  /// Database reads (on the calling thread; SQLite reads may block briefly).
+  std::shared_ptr<storage::read_pool> reads;
+  /// Database writes, through the store_writer.
+  std::shared_ptr<actors::store_facade> store;
+  /// Starts and follows agent runs; null: the chat routes answer 503.
+  std::shared_ptr<actors::chat_facade> chat;
+  api_settings config;
+  /// Providers declared in the config: their inline keys never reach the database.
+  std::vector<provider_settings> declared_providers;
+  std::filesystem::path data_dir;
+  /// The key signing file links (`<data-dir>/link.secret`).
+  std::string link_secret;
+  std::shared_ptr<rate_limiter> limiter;
+  /// The embedded catalog's agent answers with the scripted demo model.
+  bool demo = false;
+};
+
+using state_ptr = std::shared_ptr<api_state>;
+
+namespace detail {
+
+/// Reads on the pool; `f(connection&)` returns an expected.
+template <class F> auto read(const state_ptr& state, F f) {
+  return state->reads->with(std::move(f));
+}
+
+/// Starts one write through the store facade. A plain function, and its result awaited
+/// as a named value: GCC 12 destroys some temporaries of a co_await full-expression twice.
+template <class F>
+boost::asio::awaitable<expected<std::int64_t>> store(const state_ptr& state, std::string what,
+                                                     F f) {
+  return state->store->write(storage::make_write(std::move(what), std::move(f)));
+}
+
+} // namespace detail
+
+/// Adds routes with their CORS preflight, once per pattern.
+class route_table {
+public:
+  route_table(net::router& routes, state_ptr state) : routes_(routes), state_(std::move(state)) {}
+
+  /// A route behind `guard(access)`, and its preflight.
+  void add(net::http_method method, std::string_view pattern, api_access access,
+           api_handler handler);
+  /// A route that authenticates its caller itself, and its preflight.
+  void add_open(net::http_method method, std::string_view pattern, net::route_handler handler);
+  /// The preflight of `pattern`, unless it has one.
+  void preflight(std::string_view pattern);
+
+  const state_ptr& state() const noexcept {
+    return state_;
+  }
+
+private:
+  net::router& routes_;
+  state_ptr state_;
+  std::set<std::string, std::less<>> preflighted_;
+};
+
+// Each resource adds its routes (one file per resource).
+void add_user_routes(route_table& routes);
+void add_token_routes(route_table& routes);
+void add_agent_routes(route_table& routes);
+void add_provider_routes(route_table& routes);
+void add_conversation_routes(route_table& routes);
+void add_file_routes(route_table& routes);
+void add_chat_routes(route_table& routes);
+void add_run_routes(route_table& routes);
+void add_openai_routes(route_table& routes);
+
+} // namespace troupe::api
