@@ -21,6 +21,7 @@ find_package(Threads REQUIRED)
 
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(SECCOMP REQUIRED IMPORTED_TARGET libseccomp)
+pkg_check_modules(RE2 REQUIRED IMPORTED_TARGET re2)
 
 # CAF 0.17.6 ships neither a CMake config nor a .pc file (stack.md).
 find_path(CAF_INCLUDE_DIR caf/all.hpp REQUIRED)

@@ -284,7 +284,8 @@ expected<endpoint> node::start() {
 
   // Agent runs: tools, the sandbox, the LLM client and the conversations.
   auto tool_registry = std::make_shared<tools::tool_registry>();
-  if (auto ok = tools::register_builtin_tools(*tool_registry); !ok) {
+  auto blocking = std::make_shared<tools::blocking_pool>(d.config.blocking.threads);
+  if (auto ok = tools::register_builtin_tools(*tool_registry, {}, std::move(blocking)); !ok) {
     return tl::unexpected(ok.error());
   }
   tools::sandbox_options sandbox;
@@ -293,7 +294,8 @@ expected<endpoint> node::start() {
     log::warn("tools.allow_host = true: code runs on the host WITHOUT the sandbox");
   }
   {
-    // Conversations' workspaces live here; the sandbox's uid must be able to reach them.
+    // Conversations' workspaces live here. The sandbox reaches them however private the
+    // directories above are (the runner binds each from a mount namespace of its own).
     const auto workspaces = d.config.data_dir / "workspaces";
     std::error_code ec;
     std::filesystem::create_directories(workspaces, ec);
@@ -303,9 +305,6 @@ expected<endpoint> node::start() {
                                      std::filesystem::perms::group_exec |
                                      std::filesystem::perms::others_exec,
                                  ec);
-    if (auto reach = tools::check_sandbox_reach(workspaces, sandbox); !reach) {
-      log::warn("{}", reach.error().message);
-    }
   }
   d.http = std::make_unique<net::http_client>(asio::make_strand(d.io));
   chat_service_options chat_options;

@@ -358,6 +358,10 @@ const std::vector<setting_spec>& specs() {
         "tools.timeout_ms", "longest a single tool call may take",
         [](settings& s) -> std::chrono::milliseconds& { return s.tools.timeout; }, 100,
         86'400'000));
+    t.push_back(integer_spec<unsigned>(
+        "blocking.threads",
+        "threads for work that may block (tools' file work, off the I/O threads)",
+        [](settings& s) -> unsigned& { return s.blocking.threads; }, 1u, 256u));
     return t;
   }();
   return table;

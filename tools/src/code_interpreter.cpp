@@ -1,6 +1,7 @@
 // The code interpreter: python, javascript or bash written to a real file in the
 // workspace and run there in the sandbox; generated files come back as attachments.
 
+#include <algorithm>
 #include <random>
 #include <set>
 
@@ -13,6 +14,7 @@
 #include "troupe/runtime/attachment_detection.hpp"
 #include "troupe/runtime/base64.hpp"
 #include "troupe/runtime/json_writer.hpp"
+#include "troupe/tools/blocking_pool.hpp"
 #include "troupe/tools/builtin_tools.hpp"
 #include "troupe/tools/workspace.hpp"
 
@@ -57,9 +59,119 @@ bool is_code_file(const std::string& path) {
   return code_extensions.count(ext) > 0 || path.find("__pycache__") != std::string::npos;
 }
 
+// File work gets this long on the blocking pool; the program's own timeout is separate.
+constexpr auto file_work_deadline = std::chrono::seconds(30);
+
+// The workspace as prepared for a run: its root and what was in it before.
+struct prepared_workspace {
+  std::filesystem::path root;
+  std::map<std::string, std::pair<std::uint64_t, std::int64_t>> before;
+};
+
+// Writes the input files and the program (handed to the sandbox's uid when troupe runs as
+// root), then takes the workspace's snapshot. Blocks: runs on the blocking pool.
+tl::expected<prepared_workspace, tool_result>
+prepare_workspace(const std::filesystem::path& workspace_dir,
+                  const std::vector<std::pair<std::string, std::string>>& input_files,
+                  const std::string& file, const std::string& code, const sandbox_options& owner) {
+  auto ws = workspace::open(workspace_dir);
+  if (!ws) {
+    return tl::unexpected(tool_failure("tool_error", ws.error().message));
+  }
+  // Input files first, so they count as inputs, not outputs.
+  std::vector<std::string> inputs;
+  for (std::size_t i = 0; i < input_files.size(); ++i) {
+    const auto where = fmt::format("arguments.files[{}]", i);
+    auto rel = ws->relative(input_files[i].first);
+    if (!rel) {
+      return tl::unexpected(
+          tool_failure("permission_denied", where + ".path: " + rel.error().message));
+    }
+    if (auto written = ws->write_file(*rel, input_files[i].second); !written) {
+      return tl::unexpected(tool_failure(
+          written.error().code == errc::permission_denied ? "permission_denied" : "tool_error",
+          where + ": " + written.error().message));
+    }
+    inputs.push_back(*rel);
+  }
+  if (auto written = ws->write_file(file, code); !written) {
+    return tl::unexpected(tool_failure("tool_error", written.error().message));
+  }
+  if (::geteuid() == 0) {
+    (void)::lchown((ws->root() / file).c_str(), owner.uid, owner.gid);
+    for (const auto& input : inputs) {
+      (void)::lchown((ws->root() / input).c_str(), owner.uid, owner.gid);
+    }
+  }
+  return prepared_workspace{ws->root(), ws->snapshot()};
+}
+
+// What a run left in the workspace.
+struct run_outputs {
+  std::vector<std::string> changed;
+  std::vector<tool_artifact> attachments;
+};
+
+// Finds the files the program created or changed and those its output named, as
+// attachments: regular files inside the workspace only (a FIFO, device or symlink is
+// never opened). Blocks: runs on the blocking pool.
+expected<run_outputs>
+find_outputs(const std::filesystem::path& workspace_dir,
+             const std::map<std::string, std::pair<std::uint64_t, std::int64_t>>& before,
+             const std::string& file, const std::string& stdout_text, const job_control& control) {
+  auto ws = workspace::open(workspace_dir);
+  if (!ws) {
+    return tl::unexpected(ws.error());
+  }
+  run_outputs out;
+  for (auto& path : changed_files(before, ws->snapshot())) {
+    if (path != file) {
+      out.changed.push_back(std::move(path));
+    }
+  }
+  auto& attachments = out.attachments;
+  const auto attach = [&](const std::string& rel) {
+    if (rel == file || std::any_of(attachments.begin(), attachments.end(),
+                                   [&rel](const tool_artifact& a) { return a.path == rel; })) {
+      return;
+    }
+    // O_NOFOLLOW: a symlink is not an attachment; open_file refuses anything but a
+    // regular file (or directory) without opening it.
+    auto handle = ws->open_file(rel, O_RDONLY | O_NOFOLLOW);
+    struct stat info {};
+    if (!handle || ::fstat(handle->get(), &info) != 0 || !S_ISREG(info.st_mode)) {
+      return; // only regular files that exist inside the workspace count
+    }
+    char head[512];
+    const auto n = ::pread(handle->get(), head, sizeof head, 0);
+    attachments.push_back(
+        {rel, detect_mime(rel, std::string_view(head, n > 0 ? static_cast<std::size_t>(n) : 0)),
+         static_cast<std::uint64_t>(info.st_size)});
+  };
+  for (const auto& mentioned : mentioned_paths(stdout_text)) {
+    if (control.should_stop()) {
+      break;
+    }
+    if (auto rel = ws->relative(mentioned); rel && *rel != ".") {
+      attach(*rel);
+    }
+  }
+  for (const auto& path : out.changed) {
+    if (control.should_stop()) {
+      break;
+    }
+    if (!is_code_file(path) && !is_hidden(path)) {
+      attach(path);
+    }
+  }
+  return out;
+}
+
 class code_interpreter final : public tool {
 public:
-  explicit code_interpreter(code_interpreter_options options) : options_(std::move(options)) {
+  code_interpreter(code_interpreter_options options, std::shared_ptr<blocking_pool> pool)
+      : options_(std::move(options)),
+        pool_(pool ? std::move(pool) : blocking_pool::shared_default()) {
     descriptor_.name = "code_interpreter";
     descriptor_.description =
         "Run a python, javascript (node) or bash program in a sandbox (no network) with the "
@@ -105,6 +217,7 @@ private:
                                           tool_context ctx);
 
   code_interpreter_options options_;
+  std::shared_ptr<blocking_pool> pool_;
   tool_descriptor descriptor_;
 };
 
@@ -183,12 +296,8 @@ asio::awaitable<tool_result> code_interpreter::run(const code_interpreter* self,
     co_return missing;
   }
 
-  auto ws = workspace::open(ctx.workspace);
-  if (!ws) {
-    co_return tool_failure("tool_error", ws.error().message);
-  }
-  // Input files first, so they count as inputs, not outputs.
-  std::set<std::string> inputs;
+  // Input files, as (relative path, bytes), checked before anything is written.
+  std::vector<std::pair<std::string, std::string>> input_files;
   if (auto files = args->element("files")) {
     simdjson::dom::array array;
     if (files->get_array().get(array) != simdjson::SUCCESS) {
@@ -212,10 +321,6 @@ asio::awaitable<tool_result> code_interpreter::run(const code_interpreter* self,
                                  where + ".encoding: expected one of utf8, base64");
         }
       }
-      auto rel = ws->relative(path);
-      if (!rel) {
-        co_return tool_failure("permission_denied", where + ".path: " + rel.error().message);
-      }
       std::string bytes(content);
       if (encoding == "base64") {
         auto decoded = base64_decode(content);
@@ -228,29 +333,33 @@ asio::awaitable<tool_result> code_interpreter::run(const code_interpreter* self,
       if (bytes.size() > max_input_file_bytes) {
         co_return tool_failure("invalid_arguments", where + ".content: larger than 20 MiB");
       }
-      if (auto written = ws->write_file(*rel, bytes); !written) {
-        co_return tool_failure("tool_error", where + ": " + written.error().message);
-      }
-      inputs.insert(*rel);
+      input_files.emplace_back(std::string(path), std::move(bytes));
     }
   }
   const auto file = fmt::format("exec_{}.{}", new_exec_id(), spec->extension);
-  if (auto written = ws->write_file(file, *code); !written) {
-    co_return tool_failure("tool_error", written.error().message);
+
+  // File work runs on the blocking pool: writing the inputs and the program, and the
+  // scan of the workspace before the run.
+  auto pool = self->pool_;
+  // (Jobs are named locals, not temporaries inside the co_await: g++ 12 destroys such a
+  // temporary twice.)
+  auto prepare = [workspace_dir = ctx.workspace, input_files = std::move(input_files), file,
+                  code = std::string(*code), owner = ctx.sandbox->options()](const job_control&) {
+    return prepare_workspace(workspace_dir, input_files, file, code, owner);
+  };
+  auto prepared = co_await pool->run(std::move(prepare), file_work_deadline);
+  if (!prepared) {
+    co_return tool_failure("tool_error", "code_interpreter: " + prepared.error().message);
   }
-  if (::geteuid() == 0) {
-    const auto& o = ctx.sandbox->options();
-    (void)::lchown((ws->root() / file).c_str(), o.uid, o.gid);
-    for (const auto& input : inputs) {
-      (void)::lchown((ws->root() / input).c_str(), o.uid, o.gid);
-    }
+  if (!*prepared) {
+    co_return std::move(prepared->error());
   }
-  const auto before = ws->snapshot();
+  const auto workspace_root = (*prepared)->root;
 
   sandbox_request request;
   request.argv = {spec->binary.string(), file};
   request.argv.insert(request.argv.end(), extra_args->begin(), extra_args->end());
-  request.workspace = ws->root();
+  request.workspace = workspace_root;
   request.env = std::move(env);
   request.limits.timeout = std::chrono::milliseconds(timeout);
   request.limits.memory_mb = static_cast<std::size_t>(memory);
@@ -261,44 +370,26 @@ asio::awaitable<tool_result> code_interpreter::run(const code_interpreter* self,
   request.limits.output_cap_bytes = output_cap;
   auto r = co_await ctx.sandbox->run(std::move(request));
 
-  // What the program produced: files it created or changed, and files it named.
-  const auto after = ws->snapshot();
-  std::vector<std::string> changed;
-  for (auto& path : changed_files(before, after)) {
-    if (path != file) {
-      changed.push_back(std::move(path));
-    }
-  }
-  std::vector<tool_artifact> attachments;
-  const auto attach = [&](const std::string& rel) {
-    if (rel == file || std::any_of(attachments.begin(), attachments.end(),
-                                   [&rel](const tool_artifact& a) { return a.path == rel; })) {
-      return;
-    }
-    auto handle = ws->open_file(rel, O_RDONLY | O_NOFOLLOW);
-    struct stat info {};
-    if (!handle || ::fstat(handle->get(), &info) != 0 || !S_ISREG(info.st_mode)) {
-      return; // only regular files that exist inside the workspace count
-    }
-    char head[512];
-    const auto n = ::pread(handle->get(), head, sizeof head, 0);
-    attachments.push_back(
-        {rel, detect_mime(rel, std::string_view(head, n > 0 ? static_cast<std::size_t>(n) : 0)),
-         static_cast<std::uint64_t>(info.st_size)});
+  // What the program produced: files it created or changed, and files it named (found
+  // on the blocking pool: the scan opens nothing but directories, and a named file is
+  // opened only once it is known to be a regular file).
+  auto collect = [workspace_dir = workspace_root, before = std::move((*prepared)->before), file,
+                  stdout_text = r.stdout_text](const job_control& control) {
+    return find_outputs(workspace_dir, before, file, stdout_text, control);
   };
-  for (const auto& mentioned : mentioned_paths(r.stdout_text)) {
-    if (auto rel = ws->relative(mentioned); rel && *rel != ".") {
-      attach(*rel);
-    }
-  }
-  for (const auto& path : changed) {
-    if (!is_code_file(path) && !is_hidden(path)) {
-      attach(path);
-    }
+  auto found = co_await pool->run(std::move(collect), file_work_deadline);
+  std::vector<std::string> changed;
+  std::vector<tool_artifact> attachments;
+  std::vector<std::string> notes;
+  if (found && *found) {
+    changed = std::move((*found)->changed);
+    attachments = std::move((*found)->attachments);
+  } else {
+    notes.push_back("the files the program wrote could not be collected: " +
+                    (found ? found->error().message : found.error().message));
   }
 
   const bool ok = r.exit_code == 0 && !r.timed_out;
-  std::vector<std::string> notes;
   if (!r.sandboxed) {
     notes.push_back("ran on the host: the sandbox is disabled by configuration");
   }
@@ -347,14 +438,19 @@ asio::awaitable<tool_result> code_interpreter::run(const code_interpreter* self,
 
 } // namespace
 
-std::shared_ptr<const tool> make_code_interpreter_tool(code_interpreter_options options) {
-  return std::make_shared<code_interpreter>(std::move(options));
+std::shared_ptr<const tool> make_code_interpreter_tool(code_interpreter_options options,
+                                                       std::shared_ptr<blocking_pool> pool) {
+  return std::make_shared<code_interpreter>(std::move(options), std::move(pool));
 }
 
-expected<void> register_builtin_tools(tool_registry& registry, code_interpreter_options options) {
-  for (auto t :
-       {make_read_tool(), make_write_tool(), make_edit_tool(), make_ls_tool(), make_find_tool(),
-        make_grep_tool(), make_exec_tool(), make_code_interpreter_tool(std::move(options))}) {
+expected<void> register_builtin_tools(tool_registry& registry, code_interpreter_options options,
+                                      std::shared_ptr<blocking_pool> pool) {
+  if (!pool) {
+    pool = blocking_pool::shared_default();
+  }
+  for (auto t : {make_read_tool(pool), make_write_tool(pool), make_edit_tool(pool),
+                 make_ls_tool(pool), make_find_tool(pool), make_grep_tool(pool), make_exec_tool(),
+                 make_code_interpreter_tool(std::move(options), pool)}) {
     if (auto added = registry.add(std::move(t)); !added) {
       return added;
     }

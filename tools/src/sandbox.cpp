@@ -24,6 +24,7 @@
 #include <fmt/format.h>
 #include <grp.h>
 #include <sched.h>
+#include <sys/mount.h>
 #include <sys/prctl.h>
 #include <sys/resource.h>
 #include <sys/stat.h>
@@ -84,6 +85,12 @@ constexpr int child_seccomp_fd = 10;
 constexpr int child_status_fd = 11;
 // Descriptors are moved above this before the child starts so its dup2 calls never clash.
 constexpr int high_fd_floor = 32;
+
+// Where the workspace is bound for bubblewrap to find it when troupe runs as root: a
+// directory every uid may enter, which neither bubblewrap nor the payload otherwise uses
+// (bubblewrap takes /tmp for its own pivot, so not that). The bind exists only in the
+// child's private mount namespace; the host's /run is untouched.
+constexpr const char* reach_mount_point = "/run";
 
 constexpr int exit_timed_out = 124;
 constexpr int exit_not_run = 126;
@@ -162,6 +169,9 @@ struct exec_plan {
   std::vector<char*> envp;
   std::vector<std::string> cgroup_tasks;
   std::string chdir_to; // host mode only
+  // Root only: before dropping privileges the child binds the workspace at
+  // `reach_mount_point` in a mount namespace of its own (see sandbox_runner::run).
+  std::string reach_source;
   rlim_t address_space = 0;
   rlim_t cpu_seconds = 0;
   rlim_t file_size = 0;
@@ -260,6 +270,22 @@ TROUPE_TOOLS_CHILD_CODE void set_limit(int resource, rlim_t value) {
       ::_exit(exit_not_run);
     }
     ::close(fd);
+  }
+  // Bubblewrap runs as the sandbox's uid and finds the workspace by path, so every
+  // directory above it would have to be searchable by that uid (a data_dir under /root
+  // is not). Instead, while still root, bind the workspace at a path anyone may enter,
+  // in a mount namespace of this child's own (slave, so nothing propagates back).
+  if (!plan.reach_source.empty()) {
+    if (::unshare(CLONE_NEWNS) != 0 ||
+        ::mount(nullptr, "/", nullptr, MS_REC | MS_SLAVE, nullptr) != 0 ||
+        ::mount(plan.reach_source.c_str(), reach_mount_point, nullptr, MS_BIND, nullptr) != 0) {
+      write_all_raw(STDERR_FILENO,
+                    "troupe sandbox: cannot bind the workspace where the sandbox can reach it: ");
+      const char* why = ::strerrordesc_np(errno);
+      write_all_raw(STDERR_FILENO, why != nullptr ? why : "unknown error");
+      write_all_raw(STDERR_FILENO, "\n");
+      ::_exit(exit_not_run);
+    }
   }
   set_limit(RLIMIT_AS, plan.address_space);
   set_limit(RLIMIT_CPU, plan.cpu_seconds);
@@ -675,10 +701,13 @@ asio::awaitable<sandbox_result> sandbox_runner::run(sandbox_request request) con
     for (const auto& path : options_.read_only_paths) {
       a.insert(a.end(), {"--ro-bind-try", path.string(), path.string()});
     }
-    a.insert(a.end(),
-             {"--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev", "--bind", workspace.string(),
-              "/work", "--chdir", "/work", "--seccomp", std::to_string(child_seccomp_fd),
-              "--json-status-fd", std::to_string(child_status_fd), "--"});
+    if (as_root) {
+      plan.reach_source = workspace.string();
+    }
+    a.insert(a.end(), {"--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev", "--bind",
+                       as_root ? std::string(reach_mount_point) : workspace.string(), "/work",
+                       "--chdir", "/work", "--seccomp", std::to_string(child_seccomp_fd),
+                       "--json-status-fd", std::to_string(child_status_fd), "--"});
     a.insert(a.end(), request.argv.begin(), request.argv.end());
     result.limits_in_force.insert(result.limits_in_force.end(),
                                   {"namespaces=user,pid,net,ipc,uts,mount", "seccomp"});

@@ -7,7 +7,9 @@
 #include <fmt/format.h>
 #include <linux/sched.h>
 #include <seccomp.h>
+#include <sys/ioctl.h>
 #include <sys/mman.h>
+#include <sys/personality.h>
 #include <unistd.h>
 
 namespace troupe::tools::detail {
@@ -56,6 +58,45 @@ constexpr const char* denied_calls[] = {
     "fspick",
     "mount_setattr",
     "clone3",
+    // Device nodes and FIFOs: a FIFO in the workspace is how a program would make a tool
+    // that opens it wait forever (`mkfifo p`, which is mknodat). Nothing a sandboxed
+    // program does needs mknod, so it is refused for every file type.
+    "mknod",
+    "mknodat",
+    // io_uring: a second system call interface, which this filter could not inspect.
+    "io_uring_setup",
+    "io_uring_enter",
+    "io_uring_register",
+    // Reaching into other processes, or the kernel's view of them.
+    "kcmp",
+    "pidfd_getfd",
+    "process_madvise",
+    "migrate_pages",
+    "move_pages",
+    // The clock, the host's identity and accounting: never a program's business.
+    "settimeofday",
+    "clock_settime",
+    "clock_adjtime",
+    "adjtimex",
+    "sethostname",
+    "setdomainname",
+    "vhangup",
+    "quotactl_fd",
+    // Obsolete or unimplemented calls, kept out so that none can come back to life.
+    "uselib",
+    "_sysctl",
+    "ustat",
+    "sysfs",
+    "nfsservctl",
+    "create_module",
+    "get_kernel_syms",
+    "query_module",
+    "afs_syscall",
+    "tuxcall",
+    "security",
+    "vserver",
+    "putpmsg",
+    "getpmsg",
 };
 
 struct filter_deleter {
@@ -98,6 +139,27 @@ expected<std::string> compile_filter() {
         rc != 0) {
       return fail(errc::internal,
                   fmt::format("seccomp rule for clone failed: {}", std::strerror(-rc)));
+    }
+  }
+  // ioctl(TIOCSTI) pushes characters into a terminal's input and TIOCLINUX reaches the
+  // console: the sandbox has no terminal (its own session, pipes for stdio), and neither
+  // may work if one leaked in. Compared on the low 32 bits, which is what the kernel reads.
+  for (const scmp_datum_t request : {scmp_datum_t{TIOCSTI}, scmp_datum_t{TIOCLINUX}}) {
+    if (const int rc = seccomp_rule_add(*ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(ioctl), 1,
+                                        SCMP_A1(SCMP_CMP_MASKED_EQ, 0xffffffffu, request));
+        rc != 0) {
+      return fail(errc::internal,
+                  fmt::format("seccomp rule for ioctl failed: {}", std::strerror(-rc)));
+    }
+  }
+  // personality() may not turn off address-space randomisation or make data executable.
+  for (const scmp_datum_t flag :
+       {scmp_datum_t{ADDR_NO_RANDOMIZE}, scmp_datum_t{READ_IMPLIES_EXEC}}) {
+    if (const int rc = seccomp_rule_add(*ctx, SCMP_ACT_ERRNO(EPERM), SCMP_SYS(personality), 1,
+                                        SCMP_A0(SCMP_CMP_MASKED_EQ, flag, flag));
+        rc != 0) {
+      return fail(errc::internal,
+                  fmt::format("seccomp rule for personality failed: {}", std::strerror(-rc)));
     }
   }
   const int fd = ::memfd_create("troupe-seccomp-build", MFD_CLOEXEC);

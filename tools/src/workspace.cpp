@@ -1,9 +1,11 @@
 #include "troupe/tools/workspace.hpp"
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
 #include <utility>
 
+#include <dirent.h>
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <linux/openat2.h>
@@ -133,6 +135,27 @@ expected<std::string> workspace::relative(std::string_view user_path) const {
   return out;
 }
 
+std::string_view describe_file_type(mode_t mode) {
+  switch (mode & S_IFMT) {
+    case S_IFREG:
+      return "a regular file";
+    case S_IFDIR:
+      return "a directory";
+    case S_IFLNK:
+      return "a symbolic link";
+    case S_IFIFO:
+      return "a FIFO";
+    case S_IFCHR:
+      return "a character device";
+    case S_IFBLK:
+      return "a block device";
+    case S_IFSOCK:
+      return "a socket";
+    default:
+      return "an unknown kind of file";
+  }
+}
+
 expected<file_handle> workspace::open_file(std::string_view relative_path, int flags,
                                            unsigned mode) const {
   const int root_fd = ::open(root_.c_str(), O_PATH | O_DIRECTORY | O_CLOEXEC);
@@ -141,11 +164,205 @@ expected<file_handle> workspace::open_file(std::string_view relative_path, int f
   }
   file_handle root(root_fd);
   const std::string path(relative_path);
-  const int fd = open_beneath(root.get(), path.c_str(), flags, mode);
-  if (fd < 0) {
-    return tl::unexpected(errno_error("open", relative_path, errno));
+  if ((flags & O_PATH) != 0) {
+    const int fd = open_beneath(root.get(), path.c_str(), flags, mode);
+    if (fd < 0) {
+      return tl::unexpected(errno_error("open", relative_path, errno));
+    }
+    return file_handle(fd);
   }
-  return file_handle(fd);
+  const bool want_directory = (flags & O_DIRECTORY) != 0;
+  const bool writing = (flags & O_ACCMODE) != O_RDONLY;
+  // Twice at most: a file created by someone else between the look and the creation is
+  // looked at again.
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    // O_PATH first: it resolves the path without opening the file for I/O, so a FIFO
+    // cannot block here and no device driver's open runs.
+    const int probe_fd = open_beneath(root.get(), path.c_str(), O_PATH | (flags & O_NOFOLLOW), 0);
+    if (probe_fd < 0) {
+      const int err = errno;
+      if (err == ENOENT && (flags & O_CREAT) != 0 && !want_directory) {
+        // A new file, created exclusively (so it is a regular file, and a symlink or FIFO
+        // put in its place meanwhile makes this fail instead of being opened).
+        const int created =
+            open_beneath(root.get(), path.c_str(),
+                         (flags & ~O_TRUNC) | O_CREAT | O_EXCL | O_NOFOLLOW | O_NONBLOCK, mode);
+        if (created >= 0) {
+          ::fcntl(created, F_SETFL, ::fcntl(created, F_GETFL) & ~O_NONBLOCK);
+          return file_handle(created);
+        }
+        if (errno == EEXIST) {
+          continue;
+        }
+        return tl::unexpected(errno_error("create", relative_path, errno));
+      }
+      return tl::unexpected(errno_error("open", relative_path, err));
+    }
+    file_handle probe(probe_fd);
+    struct stat info {};
+    if (::fstat(probe.get(), &info) != 0) {
+      return tl::unexpected(errno_error("stat", relative_path, errno));
+    }
+    if (!S_ISDIR(info.st_mode) && !S_ISREG(info.st_mode)) {
+      return fail(errc::permission_denied,
+                  fmt::format("not a {}: {} is {}; only regular files and directories can be "
+                              "used",
+                              want_directory ? "directory" : "regular file", relative_path,
+                              describe_file_type(info.st_mode)));
+    }
+    if (S_ISDIR(info.st_mode) && writing) {
+      return fail(errc::invalid_argument,
+                  fmt::format("'{}' is a directory, not a file", relative_path));
+    }
+    if (S_ISREG(info.st_mode) && want_directory) {
+      return fail(errc::invalid_argument,
+                  fmt::format("not a directory: {} is a regular file", relative_path));
+    }
+    // Reopen the very inode that was checked (a path swapped meanwhile cannot matter).
+    const auto self_path = fmt::format("/proc/self/fd/{}", probe.get());
+    const int fd = ::open(self_path.c_str(),
+                          (flags & ~(O_CREAT | O_EXCL | O_NOFOLLOW)) | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) {
+      return tl::unexpected(errno_error("open", relative_path, errno));
+    }
+    // O_NONBLOCK was a guard only; regular files and directories do not use it.
+    ::fcntl(fd, F_SETFL, ::fcntl(fd, F_GETFL) & ~O_NONBLOCK);
+    return file_handle(fd);
+  }
+  return fail(errc::io_error,
+              fmt::format("'{}' kept changing while it was opened; try again", relative_path));
+}
+
+namespace {
+
+/// Entries of the open directory `dir_fd` (which it consumes), lstat'ed by name.
+expected<void>
+for_each_entry(int dir_fd, std::string_view shown_as,
+               const std::function<bool(std::string name, const struct stat&)>& each) {
+  DIR* dir = ::fdopendir(dir_fd);
+  if (dir == nullptr) {
+    const int err = errno;
+    ::close(dir_fd);
+    return tl::unexpected(errno_error("list", shown_as, err));
+  }
+  const int fd = ::dirfd(dir);
+  for (errno = 0; auto* entry = ::readdir(dir); errno = 0) {
+    const std::string_view name = entry->d_name;
+    if (name == "." || name == "..") {
+      continue;
+    }
+    struct stat info {};
+    if (::fstatat(fd, entry->d_name, &info, AT_SYMLINK_NOFOLLOW) != 0) {
+      continue; // gone meanwhile
+    }
+    if (!each(std::string(name), info)) {
+      break;
+    }
+  }
+  ::closedir(dir);
+  return {};
+}
+
+std::int64_t mtime_ns(const struct stat& info) {
+  return static_cast<std::int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec;
+}
+
+} // namespace
+
+expected<std::vector<workspace_entry>> workspace::list(std::string_view relative_dir,
+                                                       std::size_t max_entries) const {
+  auto dir = open_file(relative_dir, O_RDONLY | O_DIRECTORY);
+  if (!dir) {
+    return tl::unexpected(dir.error());
+  }
+  std::vector<workspace_entry> entries;
+  const int fd = ::dup(dir->get());
+  if (fd < 0) {
+    return tl::unexpected(errno_error("list", relative_dir, errno));
+  }
+  auto listed = for_each_entry(fd, relative_dir, [&](std::string name, const struct stat& info) {
+    entries.push_back({std::move(name), info.st_mode & S_IFMT,
+                       static_cast<std::uint64_t>(info.st_size), mtime_ns(info)});
+    return entries.size() < max_entries;
+  });
+  if (!listed) {
+    return tl::unexpected(listed.error());
+  }
+  std::sort(entries.begin(), entries.end(),
+            [](const workspace_entry& a, const workspace_entry& b) { return a.path < b.path; });
+  return entries;
+}
+
+namespace {
+
+struct walk_state {
+  std::size_t seen = 0;
+  bool stopped = false;
+};
+
+} // namespace
+
+expected<void> workspace::walk(std::string_view relative_dir,
+                               const std::function<bool(const workspace_entry&)>& visit,
+                               const walk_limits& limits) const {
+  auto dir = open_file(relative_dir, O_RDONLY | O_DIRECTORY);
+  if (!dir) {
+    return tl::unexpected(dir.error());
+  }
+  walk_state st;
+  // Depth-first with an explicit stack of open directories (at most max_depth of them).
+  struct frame {
+    file_handle dir;
+    std::string prefix;
+  };
+  std::vector<frame> stack;
+  stack.push_back(
+      {std::move(*dir), relative_dir == "." ? std::string() : std::string(relative_dir)});
+  while (!stack.empty() && !st.stopped) {
+    auto current = std::move(stack.back());
+    stack.pop_back();
+    std::vector<std::string> subdirectories;
+    const int fd = ::dup(current.dir.get());
+    if (fd < 0) {
+      continue;
+    }
+    (void)for_each_entry(fd, current.prefix, [&](std::string name, const struct stat& info) {
+      if (st.seen >= limits.max_entries || (limits.should_stop && limits.should_stop())) {
+        st.stopped = true;
+        return false;
+      }
+      ++st.seen;
+      auto path = current.prefix.empty() ? name : current.prefix + "/" + name;
+      if (!visit({path, info.st_mode & S_IFMT, static_cast<std::uint64_t>(info.st_size),
+                  mtime_ns(info)})) {
+        st.stopped = true;
+        return false;
+      }
+      if (S_ISDIR(info.st_mode)) {
+        subdirectories.push_back(std::move(name));
+      }
+      return true;
+    });
+    const auto depth = current.prefix.empty()
+                           ? std::size_t{0}
+                           : static_cast<std::size_t>(
+                                 std::count(current.prefix.begin(), current.prefix.end(), '/') + 1);
+    if (depth + 1 > limits.max_depth) {
+      continue;
+    }
+    // Pushed in reverse so that they are visited in directory order.
+    for (auto it = subdirectories.rbegin(); it != subdirectories.rend(); ++it) {
+      // O_DIRECTORY | O_NOFOLLOW: something swapped in meanwhile (a symlink, a FIFO) is
+      // refused by the kernel before anything is opened.
+      const int sub = ::openat(current.dir.get(), it->c_str(),
+                               O_RDONLY | O_DIRECTORY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+      if (sub >= 0) {
+        stack.push_back(
+            {file_handle(sub), current.prefix.empty() ? *it : current.prefix + "/" + *it});
+      }
+    }
+  }
+  return {};
 }
 
 expected<std::string> workspace::read_file(std::string_view relative_path,
@@ -232,26 +449,12 @@ expected<std::uint64_t> workspace::write_file(std::string_view relative_path,
 std::map<std::string, std::pair<std::uint64_t, std::int64_t>>
 workspace::snapshot(std::size_t max_files) const {
   std::map<std::string, std::pair<std::uint64_t, std::int64_t>> files;
-  std::error_code ec;
-  std::filesystem::recursive_directory_iterator it(
-      root_, std::filesystem::directory_options::skip_permission_denied, ec);
-  for (; !ec && it != std::filesystem::recursive_directory_iterator(); it.increment(ec)) {
-    if (files.size() >= max_files) {
-      break;
+  (void)walk(".", [&](const workspace_entry& e) {
+    if (e.type == S_IFREG) {
+      files[e.path] = {e.size, e.mtime_ns};
     }
-    const auto status = it->symlink_status(ec);
-    if (ec || !std::filesystem::is_regular_file(status)) {
-      continue;
-    }
-    struct stat info {};
-    if (::lstat(it->path().c_str(), &info) != 0) {
-      continue;
-    }
-    const auto mtime =
-        static_cast<std::int64_t>(info.st_mtim.tv_sec) * 1'000'000'000 + info.st_mtim.tv_nsec;
-    files[std::filesystem::relative(it->path(), root_, ec).string()] = {
-        static_cast<std::uint64_t>(info.st_size), mtime};
-  }
+    return files.size() < max_files;
+  });
   return files;
 }
 

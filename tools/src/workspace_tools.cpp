@@ -2,15 +2,17 @@
 
 #include <algorithm>
 #include <filesystem>
-#include <regex>
 
 #include <fcntl.h>
 #include <fmt/format.h>
 #include <fnmatch.h>
+#include <re2/re2.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "tool_arguments.hpp"
 #include "troupe/runtime/json_writer.hpp"
+#include "troupe/tools/blocking_pool.hpp"
 #include "troupe/tools/builtin_tools.hpp"
 #include "troupe/tools/workspace.hpp"
 
@@ -29,6 +31,14 @@ constexpr std::size_t max_grep_matches = 200;
 constexpr std::size_t max_grep_file_bytes = 1024 * 1024;
 constexpr std::size_t max_edit_bytes = 4 * 1024 * 1024;
 constexpr std::size_t max_ls_entries = 1000;
+constexpr std::size_t max_walk_entries = 100'000;
+constexpr std::size_t max_grep_pattern_bytes = 1000;
+// RE2's memory budget for the compiled pattern: bounds the program's size (a pattern
+// like (a{100}){100} is refused instead of compiled into megabytes of automaton).
+constexpr std::int64_t max_grep_program_bytes = 2 * 1024 * 1024;
+// A file tool that has not finished by then is answered with a timeout; its job is told
+// to stop and does so at its next file or line.
+constexpr auto file_tool_deadline = std::chrono::seconds(30);
 
 std::string_view failure_kind_of(errc code) {
   switch (code) {
@@ -74,7 +84,45 @@ expected<located_path> locate(const tool_context& ctx, std::string_view user_pat
   return located_path{std::move(*ws), std::move(*rel)};
 }
 
-// A tool given by its descriptor and a coroutine function.
+// A file tool: a function that may block (file system work), run on the blocking pool
+// with a wall-clock deadline, awaited from the calling coroutine, which stays free to
+// serve others meanwhile.
+class file_tool final : public tool {
+public:
+  using body = tool_result (*)(const std::string&, const tool_context&, const job_control&);
+
+  file_tool(tool_descriptor d, body f, std::shared_ptr<blocking_pool> pool)
+      : descriptor_(std::move(d)), body_(f),
+        pool_(pool ? std::move(pool) : blocking_pool::shared_default()) {}
+
+  const tool_descriptor& descriptor() const noexcept override {
+    return descriptor_;
+  }
+  asio::awaitable<tool_result> invoke(std::string arguments, tool_context context) const override {
+    return run_on_pool(pool_, descriptor_.name, body_, std::move(arguments), std::move(context));
+  }
+
+private:
+  static asio::awaitable<tool_result> run_on_pool(std::shared_ptr<blocking_pool> pool,
+                                                  std::string name, body f, std::string arguments,
+                                                  tool_context context) {
+    // A named local, not a temporary inside the co_await (g++ 12 destroys those twice).
+    auto job = [f, arguments = std::move(arguments), context = std::move(context)](
+                   const job_control& control) { return f(arguments, context, control); };
+    auto result = co_await pool->run(std::move(job), file_tool_deadline);
+    if (!result) {
+      co_return tool_failure(failure_kind_of(result.error().code),
+                             fmt::format("{}: {}", name, result.error().message));
+    }
+    co_return std::move(*result);
+  }
+
+  tool_descriptor descriptor_;
+  body body_;
+  std::shared_ptr<blocking_pool> pool_;
+};
+
+// A tool whose work is asynchronous already (a sandboxed process): a coroutine function.
 class function_tool final : public tool {
 public:
   using body = asio::awaitable<tool_result> (*)(std::string, tool_context);
@@ -102,29 +150,31 @@ void hand_to_sandbox(const tool_context& ctx, const std::filesystem::path& file)
   }
 }
 
-asio::awaitable<tool_result> read_body(std::string arguments, tool_context ctx) {
+tool_result read_body(const std::string& arguments, const tool_context& ctx,
+                      const job_control& control) {
+  (void)control; // one bounded file: nothing to stop between
   auto args = tool_arguments::parse(arguments);
   if (!args) {
-    co_return failure_from(args.error());
+    return failure_from(args.error());
   }
   auto path = args->required_text("file_path");
   auto offset = args->integer("offset");
   auto limit = args->integer("limit");
   if (const auto* e = first_error(path, offset, limit)) {
-    co_return failure_from(*e);
+    return failure_from(*e);
   }
   const auto from = std::max<std::int64_t>(1, offset->value_or(1));
   const auto count =
       std::clamp<std::int64_t>(limit->value_or(default_read_lines), 1, max_read_lines);
   auto target = locate(ctx, *path);
   if (!target) {
-    co_return failure_from(target.error());
+    return failure_from(target.error());
   }
   const auto& ws = target->ws;
   const auto& rel = target->rel;
   auto content = ws.read_file(rel, max_read_bytes);
   if (!content) {
-    co_return failure_from(content.error());
+    return failure_from(content.error());
   }
   std::string numbered;
   std::int64_t line_number = 0;
@@ -151,32 +201,34 @@ asio::awaitable<tool_result> read_body(std::string arguments, tool_context ctx) 
   w.key("more").value(last < line_number);
   w.key("content").value(numbered);
   w.end_object();
-  co_return tool_result{true, std::move(w).str(), {}, {}};
+  return tool_result{true, std::move(w).str(), {}, {}};
 }
 
-asio::awaitable<tool_result> write_body(std::string arguments, tool_context ctx) {
+tool_result write_body(const std::string& arguments, const tool_context& ctx,
+                       const job_control& control) {
+  (void)control; // one bounded file: nothing to stop between
   auto args = tool_arguments::parse(arguments);
   if (!args) {
-    co_return failure_from(args.error());
+    return failure_from(args.error());
   }
   auto path = args->required_text("path");
   auto content = args->required_text("content");
   auto append = args->boolean("append");
   if (const auto* e = first_error(path, content, append)) {
-    co_return failure_from(*e);
+    return failure_from(*e);
   }
   auto target = locate(ctx, *path);
   if (!target) {
-    co_return failure_from(target.error());
+    return failure_from(target.error());
   }
   const auto& ws = target->ws;
   const auto& rel = target->rel;
   if (rel == ".") {
-    co_return tool_failure("invalid_arguments", "arguments.path: names the workspace itself");
+    return tool_failure("invalid_arguments", "arguments.path: names the workspace itself");
   }
   auto written = ws.write_file(rel, *content, append->value_or(false));
   if (!written) {
-    co_return failure_from(written.error());
+    return failure_from(written.error());
   }
   hand_to_sandbox(ctx, ws.root() / rel);
   const auto mime = detect_mime(rel, std::string_view(*content).substr(0, 512));
@@ -187,33 +239,35 @@ asio::awaitable<tool_result> write_body(std::string arguments, tool_context ctx)
   w.end_object();
   tool_result r{true, std::move(w).str(), {}, {}};
   r.artifacts.push_back({rel, mime, *written});
-  co_return r;
+  return r;
 }
 
-asio::awaitable<tool_result> edit_body(std::string arguments, tool_context ctx) {
+tool_result edit_body(const std::string& arguments, const tool_context& ctx,
+                      const job_control& control) {
+  (void)control; // one bounded file: nothing to stop between
   auto args = tool_arguments::parse(arguments);
   if (!args) {
-    co_return failure_from(args.error());
+    return failure_from(args.error());
   }
   auto path = args->required_text("file_path");
   auto old_text = args->required_text("old_string");
   auto new_text = args->required_text("new_string");
   auto replace_all = args->boolean("replace_all");
   if (const auto* e = first_error(path, old_text, new_text, replace_all)) {
-    co_return failure_from(*e);
+    return failure_from(*e);
   }
   if (old_text->empty()) {
-    co_return tool_failure("invalid_arguments", "arguments.old_string: must not be empty");
+    return tool_failure("invalid_arguments", "arguments.old_string: must not be empty");
   }
   auto target = locate(ctx, *path);
   if (!target) {
-    co_return failure_from(target.error());
+    return failure_from(target.error());
   }
   const auto& ws = target->ws;
   const auto& rel = target->rel;
   auto content = ws.read_file(rel, max_edit_bytes);
   if (!content) {
-    co_return failure_from(content.error());
+    return failure_from(content.error());
   }
   std::size_t matches = 0;
   for (auto at = content->find(*old_text); at != std::string::npos;
@@ -221,16 +275,16 @@ asio::awaitable<tool_result> edit_body(std::string arguments, tool_context ctx) 
     ++matches;
   }
   if (matches == 0) {
-    co_return tool_failure("not_found",
-                           fmt::format("old_string was not found in '{}'; read the file and copy "
-                                       "the exact text, including whitespace",
-                                       rel));
+    return tool_failure("not_found",
+                        fmt::format("old_string was not found in '{}'; read the file and copy "
+                                    "the exact text, including whitespace",
+                                    rel));
   }
   if (matches > 1 && !replace_all->value_or(false)) {
-    co_return tool_failure("invalid_arguments",
-                           fmt::format("old_string occurs {} times in '{}'; include more context "
-                                       "to make it unique, or set replace_all",
-                                       matches, rel));
+    return tool_failure("invalid_arguments",
+                        fmt::format("old_string occurs {} times in '{}'; include more context "
+                                    "to make it unique, or set replace_all",
+                                    matches, rel));
   }
   std::string updated;
   updated.reserve(content->size());
@@ -244,33 +298,36 @@ asio::awaitable<tool_result> edit_body(std::string arguments, tool_context ctx) 
   updated.append(*content, from);
   auto written = ws.write_file(rel, updated);
   if (!written) {
-    co_return failure_from(written.error());
+    return failure_from(written.error());
   }
   json_writer w;
   w.begin_object().key("ok").value(true).key("path").value(rel);
   w.key("replacements").value(matches).end_object();
-  co_return tool_result{true, std::move(w).str(), {}, {}};
+  return tool_result{true, std::move(w).str(), {}, {}};
 }
 
-asio::awaitable<tool_result> ls_body(std::string arguments, tool_context ctx) {
+tool_result ls_body(const std::string& arguments, const tool_context& ctx,
+                    const job_control& control) {
   auto args = tool_arguments::parse(arguments);
   if (!args) {
-    co_return failure_from(args.error());
+    return failure_from(args.error());
   }
   auto path = args->text("path");
   if (!path) {
-    co_return failure_from(path.error());
+    return failure_from(path.error());
   }
   auto target = locate(ctx, path->value_or("."));
   if (!target) {
-    co_return failure_from(target.error());
+    return failure_from(target.error());
   }
   const auto& ws = target->ws;
   const auto& rel = target->rel;
-  // Resolve through openat2 so a symlinked directory pointing out is refused.
-  auto dir = ws.open_file(rel, O_RDONLY | O_DIRECTORY);
-  if (!dir) {
-    co_return failure_from(dir.error());
+  (void)control;
+  // Resolved through openat2 (a symlinked directory pointing out is refused) and read
+  // through the descriptor, so nothing swapped in meanwhile is followed.
+  auto listed = ws.list(rel, max_ls_entries);
+  if (!listed) {
+    return failure_from(listed.error());
   }
   struct entry {
     std::string name;
@@ -278,20 +335,15 @@ asio::awaitable<tool_result> ls_body(std::string arguments, tool_context ctx) {
     std::uint64_t size;
   };
   std::vector<entry> entries;
-  std::error_code ec;
-  for (const auto& e : std::filesystem::directory_iterator(ws.root() / rel, ec)) {
-    if (entries.size() >= max_ls_entries) {
-      break;
-    }
-    const auto status = e.symlink_status(ec);
-    std::string type = std::filesystem::is_directory(status) ? "dir"
-                       : std::filesystem::is_symlink(status) ? "symlink"
-                                                             : "file";
-    const auto size = type == "file" ? e.file_size(ec) : 0;
-    entries.push_back({e.path().filename().string(), std::move(type), ec ? 0 : size});
+  for (auto& e : *listed) {
+    std::string type = e.type == S_IFDIR    ? "dir"
+                       : e.type == S_IFLNK  ? "symlink"
+                       : e.type == S_IFREG  ? "file"
+                       : e.type == S_IFIFO  ? "fifo"
+                       : e.type == S_IFSOCK ? "socket"
+                                            : "device";
+    entries.push_back({std::move(e.path), std::move(type), e.type == S_IFREG ? e.size : 0});
   }
-  std::sort(entries.begin(), entries.end(),
-            [](const entry& a, const entry& b) { return a.name < b.name; });
   json_writer w;
   w.begin_object().key("ok").value(true).key("path").value(rel).key("entries").begin_array();
   for (const auto& e : entries) {
@@ -299,54 +351,79 @@ asio::awaitable<tool_result> ls_body(std::string arguments, tool_context ctx) {
     w.key("size").value(e.size).end_object();
   }
   w.end_array().end_object();
-  co_return tool_result{true, std::move(w).str(), {}, {}};
+  return tool_result{true, std::move(w).str(), {}, {}};
 }
 
-// Regular files under `rel` (symlinks not followed), relative to the workspace root.
-std::vector<std::string> files_under(const workspace& ws, const std::string& rel,
-                                     std::size_t limit) {
+// Regular files under `rel` (symlinks not followed), relative to the workspace root,
+// sorted; `rel` itself when it is a regular file. Stops at `limit` files, or when the
+// job is told to stop (then `stopped` is set).
+expected<std::vector<std::string>> files_under(const workspace& ws, const std::string& rel,
+                                               std::size_t limit, const job_control& control,
+                                               bool& stopped) {
   std::vector<std::string> out;
-  std::error_code ec;
-  const auto base = ws.root() / rel;
-  if (std::filesystem::is_regular_file(std::filesystem::symlink_status(base, ec))) {
+  auto start = ws.open_file(rel, O_PATH);
+  if (!start) {
+    return tl::unexpected(start.error());
+  }
+  struct stat info {};
+  if (::fstat(start->get(), &info) != 0) {
+    return fail(errc::io_error, fmt::format("cannot stat '{}'", rel));
+  }
+  if (S_ISREG(info.st_mode)) {
     out.push_back(rel);
     return out;
   }
-  std::filesystem::recursive_directory_iterator it(
-      base, std::filesystem::directory_options::skip_permission_denied, ec);
-  for (; !ec && it != std::filesystem::recursive_directory_iterator() && out.size() < limit;
-       it.increment(ec)) {
-    if (std::filesystem::is_regular_file(it->symlink_status(ec))) {
-      out.push_back(std::filesystem::relative(it->path(), ws.root(), ec).string());
-    }
+  if (!S_ISDIR(info.st_mode)) {
+    return fail(errc::permission_denied,
+                fmt::format("not a regular file: {} is {}; only regular files and directories "
+                            "can be searched",
+                            rel, describe_file_type(info.st_mode)));
+  }
+  walk_limits limits;
+  limits.max_entries = max_walk_entries;
+  limits.should_stop = [&control, &stopped] { return stopped = control.should_stop(); };
+  auto walked = ws.walk(
+      rel,
+      [&out, limit](const workspace_entry& e) {
+        if (e.type == S_IFREG) {
+          out.push_back(e.path);
+        }
+        return out.size() < limit;
+      },
+      limits);
+  if (!walked) {
+    return tl::unexpected(walked.error());
   }
   std::sort(out.begin(), out.end());
   return out;
 }
 
-asio::awaitable<tool_result> find_body(std::string arguments, tool_context ctx) {
+tool_result find_body(const std::string& arguments, const tool_context& ctx,
+                      const job_control& control) {
   auto args = tool_arguments::parse(arguments);
   if (!args) {
-    co_return failure_from(args.error());
+    return failure_from(args.error());
   }
   auto pattern = args->required_text("pattern");
   auto path = args->text("path");
   if (const auto* e = first_error(pattern, path)) {
-    co_return failure_from(*e);
+    return failure_from(*e);
   }
   auto target = locate(ctx, path->value_or("."));
   if (!target) {
-    co_return failure_from(target.error());
+    return failure_from(target.error());
   }
   const auto& ws = target->ws;
   const auto& rel = target->rel;
-  if (auto dir = ws.open_file(rel, O_PATH); !dir) {
-    co_return failure_from(dir.error());
+  bool stopped = false;
+  auto files = files_under(ws, rel, max_walk_entries, control, stopped);
+  if (!files) {
+    return failure_from(files.error());
   }
   const bool whole_path = pattern->find('/') != std::string::npos;
   std::vector<std::string> matches;
-  bool truncated = false;
-  for (const auto& file : files_under(ws, rel, 100'000)) {
+  bool truncated = stopped;
+  for (const auto& file : *files) {
     const auto name = whole_path ? file : std::filesystem::path(file).filename().string();
     if (::fnmatch(pattern->c_str(), name.c_str(), 0) == 0) {
       if (matches.size() >= max_find_results) {
@@ -362,54 +439,86 @@ asio::awaitable<tool_result> find_body(std::string arguments, tool_context ctx) 
     w.value(m);
   }
   w.end_array().key("count").value(matches.size()).key("truncated").value(truncated).end_object();
-  co_return tool_result{true, std::move(w).str(), {}, {}};
+  return tool_result{true, std::move(w).str(), {}, {}};
 }
 
-asio::awaitable<tool_result> grep_body(std::string arguments, tool_context ctx) {
+// The pattern compiled by RE2 (linear time in the text, whatever the pattern), within
+// the length and program-size limits; an error the model can act on otherwise.
+expected<std::unique_ptr<re2::RE2>> compile_pattern(const std::string& pattern, bool ignore_case) {
+  if (pattern.empty()) {
+    return fail(errc::invalid_argument, "arguments.pattern: must not be empty");
+  }
+  if (pattern.size() > max_grep_pattern_bytes) {
+    return fail(errc::invalid_argument,
+                fmt::format("arguments.pattern: is {} bytes; at most {} are accepted",
+                            pattern.size(), max_grep_pattern_bytes));
+  }
+  re2::RE2::Options options;
+  options.set_log_errors(false);
+  options.set_case_sensitive(!ignore_case);
+  options.set_max_mem(max_grep_program_bytes);
+  auto re = std::make_unique<re2::RE2>(pattern, options);
+  if (!re->ok()) {
+    if (re->error_code() == re2::RE2::ErrorPatternTooLarge) {
+      return fail(errc::invalid_argument,
+                  "arguments.pattern: compiles to a program larger than the limit; use a "
+                  "simpler pattern (fewer or smaller counted repetitions)");
+    }
+    return fail(errc::invalid_argument,
+                fmt::format("arguments.pattern: not a valid regular expression (RE2 syntax): {}",
+                            re->error()));
+  }
+  return re;
+}
+
+tool_result grep_body(const std::string& arguments, const tool_context& ctx,
+                      const job_control& control) {
   auto args = tool_arguments::parse(arguments);
   if (!args) {
-    co_return failure_from(args.error());
+    return failure_from(args.error());
   }
   auto pattern = args->required_text("pattern");
   auto path = args->text("path");
   auto glob = args->text("glob");
   auto ignore_case = args->boolean("ignore_case");
   if (const auto* e = first_error(pattern, path, glob, ignore_case)) {
-    co_return failure_from(*e);
+    return failure_from(*e);
   }
-  std::regex re;
-  try {
-    auto flags = std::regex::ECMAScript;
-    if (ignore_case->value_or(false)) {
-      flags |= std::regex::icase;
-    }
-    re = std::regex(*pattern, flags);
-  } catch (const std::regex_error& e) {
-    co_return tool_failure(
-        "invalid_arguments",
-        fmt::format("arguments.pattern: not a valid regular expression: {}", e.what()));
+  auto re = compile_pattern(*pattern, ignore_case->value_or(false));
+  if (!re) {
+    return failure_from(re.error());
   }
   auto target = locate(ctx, path->value_or("."));
   if (!target) {
-    co_return failure_from(target.error());
+    return failure_from(target.error());
   }
   const auto& ws = target->ws;
   const auto& rel = target->rel;
-  if (auto dir = ws.open_file(rel, O_PATH); !dir) {
-    co_return failure_from(dir.error());
+  bool stopped = false;
+  auto files = files_under(ws, rel, max_walk_entries, control, stopped);
+  if (!files) {
+    return failure_from(files.error());
   }
+  const bool single_file = files->size() == 1 && files->front() == rel;
   json_writer w;
   w.begin_object().key("ok").value(true).key("matches").begin_array();
   std::size_t found = 0;
-  bool truncated = false;
-  for (const auto& file : files_under(ws, rel, 100'000)) {
+  bool truncated = stopped;
+  for (const auto& file : *files) {
+    if (truncated || control.should_stop()) {
+      truncated = true;
+      break;
+    }
     if (*glob &&
         ::fnmatch(glob->value().c_str(), std::filesystem::path(file).filename().c_str(), 0) != 0) {
       continue;
     }
     auto content = ws.read_file(file, max_grep_file_bytes);
+    if (!content && single_file) {
+      return failure_from(content.error()); // the file asked for: say why it was not searched
+    }
     if (!content || content->find('\0') != std::string::npos) {
-      continue; // too large, unreadable or binary
+      continue; // too large, unreadable, not a regular file, or binary
     }
     std::size_t line_number = 0;
     std::size_t start = 0;
@@ -419,8 +528,12 @@ asio::awaitable<tool_result> grep_body(std::string arguments, tool_context ctx) 
         end = content->size();
       }
       ++line_number;
+      if (line_number % 4096 == 0 && control.should_stop()) {
+        truncated = true;
+        break;
+      }
       const auto line = std::string_view(*content).substr(start, end - start);
-      if (line.size() <= 4096 && std::regex_search(line.begin(), line.end(), re)) {
+      if (re2::RE2::PartialMatch(re2::StringPiece(line.data(), line.size()), **re)) {
         if (found >= max_grep_matches) {
           truncated = true;
           break;
@@ -431,12 +544,9 @@ asio::awaitable<tool_result> grep_body(std::string arguments, tool_context ctx) 
       }
       start = end + 1;
     }
-    if (truncated) {
-      break;
-    }
   }
   w.end_array().key("count").value(found).key("truncated").value(truncated).end_object();
-  co_return tool_result{true, std::move(w).str(), {}, {}};
+  return tool_result{true, std::move(w).str(), {}, {}};
 }
 
 asio::awaitable<tool_result> exec_body(std::string arguments, tool_context ctx) {
@@ -481,6 +591,15 @@ asio::awaitable<tool_result> exec_body(std::string arguments, tool_context ctx) 
   co_return result;
 }
 
+std::shared_ptr<const tool> make_file_tool(std::string name, std::string description,
+                                           std::string schema, bool concurrency_safe,
+                                           file_tool::body body,
+                                           std::shared_ptr<blocking_pool> pool) {
+  return std::make_shared<file_tool>(
+      tool_descriptor{std::move(name), std::move(description), std::move(schema), concurrency_safe},
+      body, std::move(pool));
+}
+
 std::shared_ptr<const tool> make(std::string name, std::string description, std::string schema,
                                  bool concurrency_safe, function_tool::body body) {
   return std::make_shared<function_tool>(
@@ -490,50 +609,52 @@ std::shared_ptr<const tool> make(std::string name, std::string description, std:
 
 } // namespace
 
-std::shared_ptr<const tool> make_read_tool() {
-  return make(
+std::shared_ptr<const tool> make_read_tool(std::shared_ptr<blocking_pool> pool) {
+  return make_file_tool(
       "read",
       "Read a text file from the workspace with numbered lines (at most 256 KiB; "
       "use offset and limit for long files).",
       R"({"type":"object","properties":{"file_path":{"type":"string"},"offset":{"type":"integer","minimum":1},"limit":{"type":"integer","minimum":1,"maximum":2000}},"required":["file_path"],"additionalProperties":false})",
-      true, read_body);
+      true, read_body, std::move(pool));
 }
 
-std::shared_ptr<const tool> make_write_tool() {
-  return make(
+std::shared_ptr<const tool> make_write_tool(std::shared_ptr<blocking_pool> pool) {
+  return make_file_tool(
       "write", "Write (or append to) a file in the workspace; parents are created.",
       R"({"type":"object","properties":{"path":{"type":"string"},"content":{"type":"string"},"append":{"type":"boolean"}},"required":["path","content"],"additionalProperties":false})",
-      false, write_body);
+      false, write_body, std::move(pool));
 }
 
-std::shared_ptr<const tool> make_edit_tool() {
-  return make(
+std::shared_ptr<const tool> make_edit_tool(std::shared_ptr<blocking_pool> pool) {
+  return make_file_tool(
       "edit",
       "Replace old_string with new_string in a workspace file; old_string must occur "
       "exactly once unless replace_all is true.",
       R"({"type":"object","properties":{"file_path":{"type":"string"},"old_string":{"type":"string","minLength":1},"new_string":{"type":"string"},"replace_all":{"type":"boolean"}},"required":["file_path","old_string","new_string"],"additionalProperties":false})",
-      false, edit_body);
+      false, edit_body, std::move(pool));
 }
 
-std::shared_ptr<const tool> make_ls_tool() {
-  return make(
+std::shared_ptr<const tool> make_ls_tool(std::shared_ptr<blocking_pool> pool) {
+  return make_file_tool(
       "ls", "List a directory of the workspace.",
       R"({"type":"object","properties":{"path":{"type":"string"}},"additionalProperties":false})",
-      true, ls_body);
+      true, ls_body, std::move(pool));
 }
 
-std::shared_ptr<const tool> make_find_tool() {
-  return make(
+std::shared_ptr<const tool> make_find_tool(std::shared_ptr<blocking_pool> pool) {
+  return make_file_tool(
       "find", "Find workspace files by glob (e.g. *.csv, or data/*.json to match the path).",
       R"({"type":"object","properties":{"pattern":{"type":"string"},"path":{"type":"string"}},"required":["pattern"],"additionalProperties":false})",
-      true, find_body);
+      true, find_body, std::move(pool));
 }
 
-std::shared_ptr<const tool> make_grep_tool() {
-  return make(
-      "grep", "Search workspace text files with a regular expression (at most 200 matches).",
+std::shared_ptr<const tool> make_grep_tool(std::shared_ptr<blocking_pool> pool) {
+  return make_file_tool(
+      "grep",
+      "Search workspace text files with a regular expression (RE2 syntax: no backreferences "
+      "or lookaround; at most 200 matches).",
       R"({"type":"object","properties":{"pattern":{"type":"string"},"path":{"type":"string"},"glob":{"type":"string"},"ignore_case":{"type":"boolean"}},"required":["pattern"],"additionalProperties":false})",
-      true, grep_body);
+      true, grep_body, std::move(pool));
 }
 
 std::shared_ptr<const tool> make_exec_tool() {

@@ -78,6 +78,13 @@ struct tool_settings {
   std::chrono::milliseconds timeout{300'000};
 };
 
+/// `[blocking]`: the pool of threads for work that may block (tools' file work), kept off
+/// the threads that serve requests.
+struct blocking_settings {
+  /// Worker threads; a job offered while all are busy and the queue is full is refused.
+  unsigned threads = 4;
+};
+
 /// The database's knobs (`[storage]`). The file is `<data_dir>/troupe.db`.
 struct storage_settings {
   /// "normal" (WAL + synchronous=NORMAL: a commit survives a process crash) or "full"
@@ -123,6 +130,7 @@ struct settings {
   storage_settings storage;
   api_settings api;
   tool_settings tools;
+  blocking_settings blocking;
   /// `[[providers]]` entries of the config file.
   std::vector<provider_settings> providers;
   /// `[[agents]]` entries of the config file.

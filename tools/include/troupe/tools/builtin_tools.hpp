@@ -8,17 +8,20 @@
 #include <filesystem>
 #include <memory>
 
+#include "troupe/tools/blocking_pool.hpp"
 #include "troupe/tools/sandbox.hpp"
 #include "troupe/tools/tool.hpp"
 
 namespace troupe::tools {
 
-std::shared_ptr<const tool> make_read_tool();
-std::shared_ptr<const tool> make_write_tool();
-std::shared_ptr<const tool> make_edit_tool();
-std::shared_ptr<const tool> make_ls_tool();
-std::shared_ptr<const tool> make_find_tool();
-std::shared_ptr<const tool> make_grep_tool();
+/// The file tools do their file work on `pool` (the process's default pool when null),
+/// never on the calling thread, each call within a wall-clock deadline.
+std::shared_ptr<const tool> make_read_tool(std::shared_ptr<blocking_pool> pool = nullptr);
+std::shared_ptr<const tool> make_write_tool(std::shared_ptr<blocking_pool> pool = nullptr);
+std::shared_ptr<const tool> make_edit_tool(std::shared_ptr<blocking_pool> pool = nullptr);
+std::shared_ptr<const tool> make_ls_tool(std::shared_ptr<blocking_pool> pool = nullptr);
+std::shared_ptr<const tool> make_find_tool(std::shared_ptr<blocking_pool> pool = nullptr);
+std::shared_ptr<const tool> make_grep_tool(std::shared_ptr<blocking_pool> pool = nullptr);
 std::shared_ptr<const tool> make_exec_tool();
 
 /// Where the code interpreter finds each language's runtime (inside the sandbox, the
@@ -29,10 +32,15 @@ struct code_interpreter_options {
   std::filesystem::path bash = "/usr/bin/bash";
 };
 
-std::shared_ptr<const tool> make_code_interpreter_tool(code_interpreter_options options = {});
+/// The code interpreter scans and reads the workspace on `pool` (default pool when null).
+std::shared_ptr<const tool>
+make_code_interpreter_tool(code_interpreter_options options = {},
+                           std::shared_ptr<blocking_pool> pool = nullptr);
 
-/// Adds every built-in workspace tool and the code interpreter to `registry`.
+/// Adds every built-in workspace tool and the code interpreter to `registry`; their file
+/// work runs on `pool` (the process's default pool when null).
 expected<void> register_builtin_tools(tool_registry& registry,
-                                      code_interpreter_options options = {});
+                                      code_interpreter_options options = {},
+                                      std::shared_ptr<blocking_pool> pool = nullptr);
 
 } // namespace troupe::tools

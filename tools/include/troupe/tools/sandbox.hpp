@@ -115,10 +115,12 @@ private:
 /// The marker appended to captured output that was cut at the cap.
 std::string truncation_marker(std::size_t dropped_bytes);
 
-/// When troupe runs as root, sandboxed programs (and bubblewrap) run as `options.uid`,
-/// which must be able to reach `dir` to bind it as the workspace: every ancestor must be
-/// searchable by that uid. Fails with permission_denied naming the first directory that
-/// is not (and how to fix it); succeeds at once when troupe does not run as root.
+/// When troupe runs as root, sandboxed programs (and bubblewrap) run as `options.uid`.
+/// Says whether that uid could reach `dir` by its path: every ancestor searchable by it.
+/// Fails with permission_denied naming the first directory that is not; succeeds at once
+/// when troupe does not run as root. The runner does not depend on it: as root, it binds
+/// the workspace where that uid can reach it, in a private mount namespace, before
+/// bubblewrap starts.
 expected<void> check_sandbox_reach(const std::filesystem::path& dir,
                                    const sandbox_options& options = {});
 
