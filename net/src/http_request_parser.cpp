@@ -69,10 +69,15 @@ tl::expected<parsed_request, request_read_error> parse_http_request(std::string_
   boost::system::error_code ec;
   std::size_t used = 0;
   while (!parser.is_done()) {
-    used += parser.put(boost::asio::buffer(bytes.data() + used, bytes.size() - used), ec);
-    if (ec == http::error::need_more) {
-      // The rest is not a whole element: with no more bytes to come, this is the end of
-      // the stream, as a closed socket would be for the server.
+    std::size_t taken = 0;
+    if (used < bytes.size()) {
+      taken = parser.put(boost::asio::buffer(bytes.data() + used, bytes.size() - used), ec);
+      used += taken;
+    }
+    // Beast takes nothing more either when the rest is not a whole element (need_more) or,
+    // in a body, when no bytes are left (no error, nothing taken). With no more bytes to
+    // come, that is the end of the stream, as a closed socket is for the server.
+    if (ec == http::error::need_more || (!ec && taken == 0)) {
       ec = {};
       parser.put_eof(ec);
       if (!ec && !parser.is_done()) {
