@@ -20,8 +20,12 @@ while [ $# -gt 0 ]; do
     *) targets+=("$1"); shift ;;
   esac
 done
-all=(sse_parser openai_stream anthropic_stream http_request multipart argument_validator settings_toml)
-[ ${#targets[@]} -gt 0 ] || targets=("${all[@]}")
+if [ ${#targets[@]} -eq 0 ]; then
+  for f in fuzz/*_fuzz.cpp; do
+    f=${f#fuzz/}
+    targets+=("${f%_fuzz.cpp}")
+  done
+fi
 
 # Longest input per target: a few times the largest seed, enough for every structure the
 # parser knows while keeping each execution short.
