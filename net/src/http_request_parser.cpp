@@ -79,7 +79,12 @@ tl::expected<parsed_request, request_read_error> parse_http_request(std::string_
     // come, that is the end of the stream, as a closed socket is for the server.
     if (ec == http::error::need_more || (!ec && taken == 0)) {
       ec = {};
-      parser.put_eof(ec);
+      if (!parser.got_some()) {
+        // Beast would finish an empty message here; no byte is no request.
+        ec = http::error::end_of_stream;
+      } else {
+        parser.put_eof(ec);
+      }
       if (!ec && !parser.is_done()) {
         ec = http::error::partial_message;
       }
