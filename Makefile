@@ -1,7 +1,7 @@
 # troupe — two commands do all set-up on a fresh Debian 12 machine:
 #   make run    install what is missing, build (release), start troupe on its defaults
 #   make test   install what is missing, build (release), run every test
-# Also: make asan | bench | format | check | build | deps | clean
+# Also: make asan | fuzz | bench | format | check | build | deps | clean
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := run
@@ -21,13 +21,22 @@ APT_PACKAGES := build-essential cmake pkg-config ccache clang-format \
   libexpected-dev libseccomp-dev libre2-dev bubblewrap libfmt-dev libcli11-dev libtomlplusplus-dev \
   curl python3 python3-numpy python3-pandas python3-matplotlib nodejs
 
+# Only `make fuzz` needs these: Debian's clang with libFuzzer (compiler-rt).
+FUZZ_PACKAGES := clang-14 libclang-rt-14-dev
+# Executions per fuzz target (make fuzz FUZZ_RUNS=100000), or, when FUZZ_TIME is set,
+# seconds per target instead.
+FUZZ_RUNS ?= 10000000
+FUZZ_TIME ?=
+
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps npm-deps configure build run test asan bench bench-peers format format-check check clean
+.PHONY: deps fuzz-deps npm-deps configure build run test asan fuzz fuzz-build bench bench-peers format \
+  format-check check clean
 
-## deps: install the Debian packages that are missing (skips apt when all are present)
-deps:
-	@missing=$$(for p in $(APT_PACKAGES); do \
+# install_missing(PACKAGES): apt-get installs those of PACKAGES that are not installed
+# (no apt at all when every one is present).
+define install_missing
+	@missing=$$(for p in $(1); do \
 	    dpkg-query -W -f='$${Status}\n' "$$p" 2>/dev/null | grep -q 'install ok installed' || echo "$$p"; \
 	  done); \
 	if [ -n "$$missing" ]; then \
@@ -35,6 +44,15 @@ deps:
 	  $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends $$missing; \
 	fi
+endef
+
+## deps: install the Debian packages that are missing (skips apt when all are present)
+deps:
+	$(call install_missing,$(APT_PACKAGES))
+
+## fuzz-deps: what deps installs, plus clang and libFuzzer for make fuzz
+fuzz-deps: deps
+	$(call install_missing,$(FUZZ_PACKAGES))
 
 ## npm-deps: the npm packages tests use (the official openai client), from the registry
 ## with the committed lock file. npm itself comes with nodesource's nodejs, or from
@@ -63,6 +81,16 @@ test: build npm-deps
 ## asan: build with AddressSanitizer + UBSan and run every test
 asan:
 	$(MAKE) test PRESET=asan
+
+## fuzz-build: the libFuzzer targets of fuzz/ (preset fuzz: clang-14, ASan + UBSan)
+fuzz-build: fuzz-deps
+	@[ -f build/fuzz/CMakeCache.txt ] || cmake --preset fuzz
+	cmake --build --preset fuzz -j $(JOBS) --target troupe_fuzz
+
+## fuzz: build the fuzz targets and run each, one at a time, to FUZZ_RUNS executions (or
+## for FUZZ_TIME seconds); figures and commands in docs/testing.md. Not part of make test.
+fuzz: fuzz-build
+	scripts/fuzz.sh $(if $(FUZZ_TIME),--time $(FUZZ_TIME),--runs $(FUZZ_RUNS))
 
 ## bench: the micro-benchmarks in full, then the agent scenario on the JS peers and on
 ## troupe in the same session, side by side as ratios (bench/load/results/agent.json)

@@ -38,7 +38,8 @@ std::string escape_strays(std::string_view text, bool strict_chars) {
     const bool escape_start = c == '%' && i + 2 < text.size() &&
                               urls::grammar::hexdig_chars(text[i + 1]) &&
                               urls::grammar::hexdig_chars(text[i + 2]);
-    if (escape_start || (c != '%' && (!strict_chars || query_chars(c)))) {
+    if (escape_start ||
+        (c != '%' && (!strict_chars || query_chars(static_cast<unsigned char>(c))))) {
       out.push_back(c);
       continue;
     }

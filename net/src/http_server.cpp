@@ -21,6 +21,7 @@
 #include <fmt/format.h>
 
 #include "http_connection.hpp"
+#include "request_parser.hpp"
 
 namespace troupe::net {
 
@@ -119,23 +120,6 @@ bool acceptable_request_id(std::string_view id) {
     }
   }
   return true;
-}
-
-http_request to_request(http::request<http::string_body>&& in) {
-  http_request out;
-  out.method = parse_http_method(in.method_string());
-  out.target = std::string(in.target());
-  const auto q = out.target.find('?');
-  out.path = out.target.substr(0, q);
-  if (q != std::string::npos) {
-    out.query = out.target.substr(q + 1);
-  }
-  out.headers.reserve(8);
-  for (const auto& field : in) {
-    out.headers.push_back({std::string(field.name_string()), std::string(field.value())});
-  }
-  out.body = std::move(in.body());
-  return out;
 }
 
 std::string allow_header(const std::vector<http_method>& methods) {
@@ -408,9 +392,8 @@ asio::awaitable<void> serve_connection(std::shared_ptr<server_state> server,
     if (server->stopping.load()) {
       break;
     }
-    http::request_parser<http::string_body> parser;
-    parser.header_limit(static_cast<std::uint32_t>(options.header_limit_bytes));
-    parser.body_limit(options.body_limit_bytes);
+    detail::request_parser parser;
+    detail::apply_limits(parser, {options.header_limit_bytes, options.body_limit_bytes});
     if (buffer.size() == 0) {
       // Wait for the first byte of the next request under the idle timeout. Until it
       // arrives the connection is idle, and a shutdown may close it; from then on the
@@ -488,7 +471,7 @@ asio::awaitable<void> serve_connection(std::shared_ptr<server_state> server,
     const std::string_view given_id = raw["X-Request-Id"];
     std::string request_id =
         acceptable_request_id(given_id) ? std::string(given_id) : server->new_request_id();
-    request_context ctx(to_request(std::move(raw)), std::move(request_id), conn.get());
+    request_context ctx(detail::to_request(std::move(raw)), std::move(request_id), conn.get());
     const auto method = ctx.request().method;
     auto response = co_await dispatch(*server, ctx);
 

@@ -40,6 +40,15 @@ namespace {
 
 using detail::json_scratch;
 
+// True when simdjson gave the document up. Its on-demand parser abandons a document when a
+// lookup meets a structural error (a lookup of an absent key scans the whole object): the
+// document's parser pointer becomes null, and the next lookup dereferences it. So a lookup
+// whose failure is tolerated (an optional field) is followed by this check before the
+// document is used again. Found by fuzz/openai_stream_fuzz.cpp.
+bool abandoned(od::document& doc) noexcept {
+  return !doc.is_alive();
+}
+
 tl::unexpected<provider_error> malformed(std::string message) {
   return tl::unexpected<provider_error>(
       provider_error{provider_failure::malformed_response, std::move(message), 0, std::nullopt});
@@ -699,6 +708,10 @@ decode_result openai_stream_decoder::decode(std::string_view data, std::vector<s
         e.message = "error in stream: " + e.message;
         return tl::unexpected(std::move(e));
       }
+      if (abandoned(doc)) {
+        bad = true;
+        break;
+      }
       continue;
     }
     if (found) {
@@ -950,6 +963,9 @@ decode_result decode_openai_completion(std::string_view body, std::vector<stream
     read_error_object(err, fields);
     return tl::unexpected(error_from_fields(0, fields));
   }
+  if (abandoned(doc)) {
+    return malformed("the answer is not valid JSON: " + excerpt(body));
+  }
   od::array choices;
   std::optional<finish_reason> finish;
   if (root.find_field_unordered("choices").get_array().get(choices)) {
@@ -1010,6 +1026,8 @@ decode_result decode_openai_completion(std::string_view body, std::vector<stream
             if (!get_string_or_null(args, arguments)) {
               return malformed("tool call arguments are not a string");
             }
+          } else if (abandoned(doc)) {
+            return malformed("a tool call is not valid JSON");
           }
           stream_event start;
           start.type = stream_event::kind::tool_call_start;
@@ -1035,6 +1053,8 @@ decode_result decode_openai_completion(std::string_view body, std::vector<stream
     std::string_view word;
     if (!choice.find_field_unordered("finish_reason").get(word)) {
       finish = parse_openai_finish(word);
+    } else if (abandoned(doc)) {
+      return malformed("a choice is not valid JSON: " + excerpt(body));
     }
     break; // only the first choice
   }
@@ -1131,6 +1151,8 @@ decode_result anthropic_stream_decoder::decode(std::string_view event, std::stri
     std::string_view t;
     if (!root.find_field_unordered("type").get(t)) {
       type.assign(t);
+    } else if (abandoned(doc)) {
+      return malformed("an Anthropic event is not valid JSON: " + excerpt(data));
     }
   }
   const auto bad_shape = [&] {
@@ -1256,6 +1278,9 @@ decode_result anthropic_stream_decoder::decode(std::string_view event, std::stri
         }
       }
     }
+    if (abandoned(doc)) {
+      return bad_shape();
+    }
     od::object usage;
     if (!root.find_field_unordered("usage").get_object().get(usage)) {
       // Cumulative: the counts replace the earlier ones.
@@ -1306,6 +1331,9 @@ decode_result decode_anthropic_message(std::string_view body, std::vector<stream
     }
     return tl::unexpected(error_from_fields(0, fields));
   }
+  if (abandoned(doc)) {
+    return malformed("the answer is not valid JSON: " + excerpt(body));
+  }
   od::array content;
   if (root.find_field_unordered("content").get_array().get(content)) {
     return malformed("the answer has no content array: " + excerpt(body));
@@ -1332,6 +1360,8 @@ decode_result decode_anthropic_message(std::string_view body, std::vector<stream
         auto& e = out.emplace_back();
         e.type = stream_event::kind::reasoning_delta;
         e.text.assign(text);
+      } else if (abandoned(doc)) {
+        return malformed("a thinking block is not valid JSON");
       }
     } else if (block_type == "tool_use") {
       std::string_view id;
@@ -1365,6 +1395,8 @@ decode_result decode_anthropic_message(std::string_view body, std::vector<stream
     auto& e = out.emplace_back();
     e.type = stream_event::kind::finish;
     e.reason = parse_anthropic_stop(stop);
+  } else if (abandoned(doc)) {
+    return malformed("the answer is not valid JSON: " + excerpt(body));
   }
   od::object usage;
   if (!root.find_field_unordered("usage").get_object().get(usage)) {

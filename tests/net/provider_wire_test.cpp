@@ -322,3 +322,31 @@ TEST_CASE("openai decoder follows only the first choice and tolerates any field 
   CHECK(events[0].type == stream_event::kind::finish);
   CHECK(events[1].usage == token_usage{1, 2, 3});
 }
+
+TEST_CASE("decoders reject JSON that breaks inside an object instead of reading on past it",
+          "[net][provider]") {
+  // simdjson abandons a document when a key lookup meets such a break; reading on used to
+  // dereference the abandoned document's null parser (found by fuzz/openai_stream_fuzz).
+  for (const std::string_view body :
+       {R"({"a":{}],"b":1})", R"({"choices":[{"message":{},"x":1 "finish_reason":"stop"}]})"}) {
+    CAPTURE(body);
+    std::vector<stream_event> events;
+    auto r = decode_openai_completion(body, events);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().kind == provider_failure::malformed_response);
+  }
+  for (const std::string_view body :
+       {R"({"a":{}],"b":1})",
+        R"({"content":[{"type":"thinking","a":1 "thinking":"x"}],"usage":{}})"}) {
+    CAPTURE(body);
+    std::vector<stream_event> events;
+    auto r = decode_anthropic_message(body, events);
+    REQUIRE_FALSE(r);
+    CHECK(r.error().kind == provider_failure::malformed_response);
+  }
+  anthropic_stream_decoder decoder;
+  std::vector<stream_event> events;
+  auto r = decoder.decode("message_start", R"({"a":{}],"b":1})", events);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().kind == provider_failure::malformed_response);
+}
