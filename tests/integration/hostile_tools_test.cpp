@@ -49,9 +49,9 @@ troupe::net::mock_llm_options hostile_mock() {
        {"name": "grep", "arguments": {"pattern": "(a+)+$", "path": "hay.txt"}},
        {"name": "read", "arguments": {"file_path": "p"}},
        {"name": "exec", "arguments": {"command": "mkfifo p; cat p", "timeout_s": 2}}]}},
-    {"match": {"user": "hostile", "has_tool_result": true, "prompt": "p is a FIFO"},
+    {"match": {"has_tool_result": true, "prompt": "p is a FIFO"},
      "reply": {"text": "the FIFO was refused"}},
-    {"match": {"user": "hostile", "has_tool_result": true},
+    {"match": {"has_tool_result": true, "prompt": "hostile"},
      "reply": {"text": "the tools answered without saying why"}}
   ])";
   troupe::net::mock_llm_options o;
@@ -133,7 +133,7 @@ TEST_CASE("hostile tool calls freeze nothing: healthz and another conversation a
   // A FIFO in the workspace (as code run on an older node could have left): `read p` and
   // `cat p` in the sandbox would wait for a writer that never comes.
   REQUIRE(::mkfifo((ws / "p").c_str(), 0666) == 0);
-  REQUIRE(::chown((ws / "p").c_str(), 65534, 65534) == 0 || ::geteuid() != 0);
+  REQUIRE((::chown((ws / "p").c_str(), 65534, 65534) == 0 || ::geteuid() != 0));
 
   // The hostile turn, in the background.
   const auto port = s.port();
