@@ -135,8 +135,8 @@ TEST_CASE("the deadline fires while a job blocks, and the pool serves the next j
 
 TEST_CASE("cancelling the awaiting coroutine ends the wait while the job still runs",
           "[tools][blocking_pool]") {
+  gate g; // before the pool, so that it outlives the pool's threads
   blocking_pool pool(1);
-  gate g;
   const auto started = std::chrono::steady_clock::now();
   CHECK(run_here(abandon_after(&pool, &g, 100ms)) == 1);
   CHECK(std::chrono::steady_clock::now() - started < 2s);
