@@ -209,6 +209,12 @@ TEST_CASE("destroying the pool wakes the awaiters of queued jobs", "[tools][bloc
     io.run_for(60s);
   });
   REQUIRE(running.started_within(10s));
+  // The quick job is in the queue before the pool goes (else it is refused, not queued).
+  const auto queued_by = std::chrono::steady_clock::now() + 10s;
+  while (pool->queued() < 1 && std::chrono::steady_clock::now() < queued_by) {
+    std::this_thread::yield();
+  }
+  REQUIRE(pool->queued() == 1);
   // The destructor waits for the running job, but wakes the queued one's awaiter first.
   std::thread destroyer([&pool] { pool.reset(); });
   const auto deadline = std::chrono::steady_clock::now() + 10s;
