@@ -195,21 +195,12 @@ asio::awaitable<http_response> delete_agent(state_ptr state, request_context& ct
 
 void add_agent_routes(route_table& routes) {
   using net::http_method;
-  const auto& state = routes.state();
-  // Each handler is a plain lambda calling a coroutine function with its arguments by
-  // value: a capturing coroutine lambda would dangle after its first suspension.
-  routes.add(http_method::get, "/api/v1/agents", api_access::user,
-             [state](request_context& ctx, const api_caller&) { return list_agents(state, ctx); });
-  routes.add(http_method::post, "/api/v1/agents", api_access::admin,
-             [state](request_context& ctx, const api_caller&) { return create_agent(state, ctx); });
-  routes.add(http_method::get, "/api/v1/agents/{id}", api_access::user,
-             [state](request_context& ctx, const api_caller&) { return get_agent(state, ctx); });
-  routes.add(http_method::patch, "/api/v1/agents/{id}", api_access::admin,
-             [state](request_context& ctx, const api_caller&) { return update_agent(state, ctx); });
-  routes.add(http_method::put, "/api/v1/agents/{id}", api_access::admin,
-             [state](request_context& ctx, const api_caller&) { return update_agent(state, ctx); });
-  routes.add(http_method::del, "/api/v1/agents/{id}", api_access::admin,
-             [state](request_context& ctx, const api_caller&) { return delete_agent(state, ctx); });
+  routes.add(http_method::get, "/api/v1/agents", api_access::user, &list_agents);
+  routes.add(http_method::post, "/api/v1/agents", api_access::admin, &create_agent);
+  routes.add(http_method::get, "/api/v1/agents/{id}", api_access::user, &get_agent);
+  routes.add(http_method::patch, "/api/v1/agents/{id}", api_access::admin, &update_agent);
+  routes.add(http_method::put, "/api/v1/agents/{id}", api_access::admin, &update_agent);
+  routes.add(http_method::del, "/api/v1/agents/{id}", api_access::admin, &delete_agent);
 }
 
 } // namespace troupe::api

@@ -442,18 +442,9 @@ asio::awaitable<http_response> create_run(state_ptr state, request_context& ctx,
 
 void add_chat_routes(route_table& routes) {
   using net::http_method;
-  const auto& state = routes.state();
-  routes.add(
-      http_method::post, "/api/v1/chat", api_access::chat,
-      [state](request_context& ctx, const api_caller& caller) { return chat(state, ctx, caller); });
-  routes.add(http_method::post, "/api/v1/chat/stream", api_access::chat,
-             [state](request_context& ctx, const api_caller& caller) {
-               return chat_stream(state, ctx, caller);
-             });
-  routes.add(http_method::post, "/api/v1/runs", api_access::chat,
-             [state](request_context& ctx, const api_caller& caller) {
-               return create_run(state, ctx, caller);
-             });
+  routes.add(http_method::post, "/api/v1/chat", api_access::chat, &chat);
+  routes.add(http_method::post, "/api/v1/chat/stream", api_access::chat, &chat_stream);
+  routes.add(http_method::post, "/api/v1/runs", api_access::chat, &create_run);
 }
 
 } // namespace troupe::api

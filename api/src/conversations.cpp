@@ -193,25 +193,12 @@ asio::awaitable<http_response> delete_conversation(state_ptr state, request_cont
 
 void add_conversation_routes(route_table& routes) {
   using net::http_method;
-  const auto& state = routes.state();
-  // Each handler is a plain lambda calling a coroutine function with its arguments by
-  // value: a capturing coroutine lambda would dangle after its first suspension.
-  routes.add(http_method::get, "/api/v1/conversations", api_access::user,
-             [state](request_context& ctx, const api_caller& caller) {
-               return list_conversations(state, ctx, caller);
-             });
-  routes.add(http_method::get, "/api/v1/conversations/{id}", api_access::user,
-             [state](request_context& ctx, const api_caller& caller) {
-               return get_conversation(state, ctx, caller);
-             });
+  routes.add(http_method::get, "/api/v1/conversations", api_access::user, &list_conversations);
+  routes.add(http_method::get, "/api/v1/conversations/{id}", api_access::user, &get_conversation);
   routes.add(http_method::get, "/api/v1/conversations/{id}/messages", api_access::user,
-             [state](request_context& ctx, const api_caller& caller) {
-               return conversation_messages(state, ctx, caller);
-             });
+             &conversation_messages);
   routes.add(http_method::del, "/api/v1/conversations/{id}", api_access::user,
-             [state](request_context& ctx, const api_caller& caller) {
-               return delete_conversation(state, ctx, caller);
-             });
+             &delete_conversation);
 }
 
 } // namespace troupe::api

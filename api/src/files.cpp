@@ -366,18 +366,9 @@ asio::awaitable<http_response> download(state_ptr state, net::route_handler with
 void add_file_routes(route_table& routes) {
   using net::http_method;
   const auto& state = routes.state();
-  routes.add(http_method::post, "/api/v1/files", api_access::user,
-             [state](request_context& ctx, const api_caller& caller) {
-               return upload_file(state, ctx, caller);
-             });
-  routes.add(http_method::get, "/api/v1/files", api_access::user,
-             [state](request_context& ctx, const api_caller& caller) {
-               return list_files(state, ctx, caller);
-             });
-  routes.add(http_method::get, "/api/v1/files/{id}", api_access::user,
-             [state](request_context& ctx, const api_caller& caller) {
-               return file_metadata(state, ctx, caller);
-             });
+  routes.add(http_method::post, "/api/v1/files", api_access::user, &upload_file);
+  routes.add(http_method::get, "/api/v1/files", api_access::user, &list_files);
+  routes.add(http_method::get, "/api/v1/files/{id}", api_access::user, &file_metadata);
   auto with_token =
       guard(state, api_access::user, [state](request_context& ctx, const api_caller& caller) {
         return owner_content(state, ctx, caller);

@@ -422,10 +422,7 @@ void add_openai_routes(route_table& routes) {
   routes.add(
       http_method::get, "/v1/models", api_access::chat,
       [state](request_context&, const api_caller& caller) { return list_models(state, caller); });
-  routes.add(http_method::post, "/v1/chat/completions", api_access::chat,
-             [state](request_context& ctx, const api_caller& caller) {
-               return completions(state, ctx, caller);
-             });
+  routes.add(http_method::post, "/v1/chat/completions", api_access::chat, &completions);
 }
 
 } // namespace troupe::api

@@ -212,29 +212,14 @@ asio::awaitable<http_response> provider_models(state_ptr state, request_context&
 
 void add_provider_routes(route_table& routes) {
   using net::http_method;
-  const auto& state = routes.state();
-  // Each handler is a plain lambda calling a coroutine function with its arguments by
-  // value: a capturing coroutine lambda would dangle after its first suspension.
-  routes.add(
-      http_method::get, "/api/v1/providers", api_access::admin,
-      [state](request_context& ctx, const api_caller&) { return list_providers(state, ctx); });
-  routes.add(
-      http_method::post, "/api/v1/providers", api_access::admin,
-      [state](request_context& ctx, const api_caller&) { return create_provider(state, ctx); });
-  routes.add(http_method::get, "/api/v1/providers/{id}", api_access::admin,
-             [state](request_context& ctx, const api_caller&) { return get_provider(state, ctx); });
-  routes.add(
-      http_method::patch, "/api/v1/providers/{id}", api_access::admin,
-      [state](request_context& ctx, const api_caller&) { return update_provider(state, ctx); });
-  routes.add(
-      http_method::put, "/api/v1/providers/{id}", api_access::admin,
-      [state](request_context& ctx, const api_caller&) { return update_provider(state, ctx); });
-  routes.add(
-      http_method::del, "/api/v1/providers/{id}", api_access::admin,
-      [state](request_context& ctx, const api_caller&) { return delete_provider(state, ctx); });
-  routes.add(
-      http_method::get, "/api/v1/providers/{id}/models", api_access::admin,
-      [state](request_context& ctx, const api_caller&) { return provider_models(state, ctx); });
+  routes.add(http_method::get, "/api/v1/providers", api_access::admin, &list_providers);
+  routes.add(http_method::post, "/api/v1/providers", api_access::admin, &create_provider);
+  routes.add(http_method::get, "/api/v1/providers/{id}", api_access::admin, &get_provider);
+  routes.add(http_method::patch, "/api/v1/providers/{id}", api_access::admin, &update_provider);
+  routes.add(http_method::put, "/api/v1/providers/{id}", api_access::admin, &update_provider);
+  routes.add(http_method::del, "/api/v1/providers/{id}", api_access::admin, &delete_provider);
+  routes.add(http_method::get, "/api/v1/providers/{id}/models", api_access::admin,
+             &provider_models);
 }
 
 } // namespace troupe::api

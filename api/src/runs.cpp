@@ -264,23 +264,10 @@ asio::awaitable<http_response> cancel_run(state_ptr state, request_context& ctx,
 
 void add_run_routes(route_table& routes) {
   using net::http_method;
-  const auto& state = routes.state();
-  routes.add(http_method::get, "/api/v1/runs/{id}", api_access::chat,
-             [state](request_context& ctx, const api_caller& caller) {
-               return get_run(state, ctx, caller);
-             });
-  routes.add(http_method::del, "/api/v1/runs/{id}", api_access::chat,
-             [state](request_context& ctx, const api_caller& caller) {
-               return cancel_run(state, ctx, caller);
-             });
-  routes.add(http_method::get, "/api/v1/runs/{id}/events", api_access::chat,
-             [state](request_context& ctx, const api_caller& caller) {
-               return run_events(state, ctx, caller);
-             });
-  routes.add(http_method::get, "/api/v1/runs/{id}/steps", api_access::chat,
-             [state](request_context& ctx, const api_caller& caller) {
-               return run_steps(state, ctx, caller);
-             });
+  routes.add(http_method::get, "/api/v1/runs/{id}", api_access::chat, &get_run);
+  routes.add(http_method::del, "/api/v1/runs/{id}", api_access::chat, &cancel_run);
+  routes.add(http_method::get, "/api/v1/runs/{id}/events", api_access::chat, &run_events);
+  routes.add(http_method::get, "/api/v1/runs/{id}/steps", api_access::chat, &run_steps);
 }
 
 } // namespace troupe::api

@@ -70,6 +70,30 @@ public:
   /// A route behind `guard(access)`, and its preflight.
   void add(net::http_method method, std::string_view pattern, api_access access,
            api_handler handler);
+
+  /// A resource's coroutine, given the shared state and the request (and the caller).
+  using caller_route = boost::asio::awaitable<net::http_response> (*)(state_ptr,
+                                                                      net::request_context&,
+                                                                      api_caller);
+  using plain_route = boost::asio::awaitable<net::http_response> (*)(state_ptr,
+                                                                     net::request_context&);
+  /// `add` for a coroutine function: it is called through a plain lambda with its
+  /// arguments by value (a capturing coroutine lambda would dangle after its first
+  /// suspension).
+  void add(net::http_method method, std::string_view pattern, api_access access,
+           caller_route route) {
+    add(method, pattern, access,
+        [state = state_, route](net::request_context& ctx, const api_caller& caller) {
+          return route(state, ctx, caller);
+        });
+  }
+  void add(net::http_method method, std::string_view pattern, api_access access,
+           plain_route route) {
+    add(method, pattern, access,
+        [state = state_, route](net::request_context& ctx, const api_caller&) {
+          return route(state, ctx);
+        });
+  }
   /// A route that authenticates its caller itself, and its preflight.
   void add_open(net::http_method method, std::string_view pattern, net::route_handler handler);
   /// The preflight of `pattern`, unless it has one.

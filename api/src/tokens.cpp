@@ -172,21 +172,9 @@ asio::awaitable<http_response> revoke_token(state_ptr state, request_context& ct
 
 void add_token_routes(route_table& routes) {
   using net::http_method;
-  const auto& state = routes.state();
-  // Each handler is a plain lambda calling a coroutine function with its arguments by
-  // value: a capturing coroutine lambda would dangle after its first suspension.
-  routes.add(http_method::get, "/api/v1/tokens", api_access::user,
-             [state](request_context& ctx, const api_caller& caller) {
-               return list_tokens(state, ctx, caller);
-             });
-  routes.add(http_method::post, "/api/v1/tokens", api_access::user,
-             [state](request_context& ctx, const api_caller& caller) {
-               return create_token(state, ctx, caller);
-             });
-  routes.add(http_method::del, "/api/v1/tokens/{id}", api_access::user,
-             [state](request_context& ctx, const api_caller& caller) {
-               return revoke_token(state, ctx, caller);
-             });
+  routes.add(http_method::get, "/api/v1/tokens", api_access::user, &list_tokens);
+  routes.add(http_method::post, "/api/v1/tokens", api_access::user, &create_token);
+  routes.add(http_method::del, "/api/v1/tokens/{id}", api_access::user, &revoke_token);
 }
 
 } // namespace troupe::api

@@ -100,14 +100,10 @@ asio::awaitable<http_response> create_user(state_ptr state, request_context& ctx
 void add_user_routes(route_table& routes) {
   using net::http_method;
   const auto& state = routes.state();
-  // Each handler is a plain lambda calling a coroutine function with its arguments by
-  // value: a capturing coroutine lambda would dangle after its first suspension.
   routes.add(http_method::get, "/api/v1/me", api_access::chat,
              [state](request_context&, const api_caller& caller) { return get_me(state, caller); });
-  routes.add(http_method::get, "/api/v1/users", api_access::admin,
-             [state](request_context& ctx, const api_caller&) { return list_users(state, ctx); });
-  routes.add(http_method::post, "/api/v1/users", api_access::admin,
-             [state](request_context& ctx, const api_caller&) { return create_user(state, ctx); });
+  routes.add(http_method::get, "/api/v1/users", api_access::admin, &list_users);
+  routes.add(http_method::post, "/api/v1/users", api_access::admin, &create_user);
 }
 
 } // namespace troupe::api
