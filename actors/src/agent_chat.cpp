@@ -19,6 +19,7 @@
 #include "troupe/storage/database.hpp"
 #include "troupe/storage/repositories.hpp"
 #include "troupe/tools/builtin_tools.hpp"
+#include "troupe/tools/tool_resolver.hpp"
 #include "troupe/tools/control_tools.hpp"
 
 namespace troupe::actors {
@@ -185,11 +186,7 @@ int run_agent_chat(agent_chat_options options) {
                ec.message());
     return 2;
   }
-  auto registry = std::make_shared<tools::tool_registry>();
-  if (auto ok = tools::register_builtin_tools(*registry); !ok) {
-    fmt::print(stderr, "troupe chat: {}\n", ok.error().message);
-    return 2;
-  }
+  auto resolver = tools::make_builtin_tool_resolver();
 
   boost::asio::io_context io;
   auto guard = boost::asio::make_work_guard(io);
@@ -207,7 +204,8 @@ int run_agent_chat(agent_chat_options options) {
     spec.objective = options.message;
     spec.workspace = workspace;
     spec.io.http = http.get();
-    spec.io.tools = registry;
+    spec.io.resolver = resolver;
+    spec.agent.context_window = effective_context_window(*agent, *provider);
     spec.io.sandbox = std::make_shared<tools::sandbox_runner>();
     auto shown = std::make_shared<printed>();
     // Persisted in the data directory's database when it opens; otherwise the run still

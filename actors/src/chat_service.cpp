@@ -65,6 +65,19 @@ std::vector<chat_message> history_of(const std::vector<storage::message_record>&
   return out;
 }
 
+/// A provider's `context_window` from its config JSON; the default when it names none.
+std::uint32_t provider_context_window(const std::string& config_json) {
+  simdjson::dom::parser parser;
+  simdjson::padded_string buffer(config_json.empty() ? std::string("{}") : config_json);
+  simdjson::dom::element config;
+  std::uint64_t v = 0;
+  if (parser.parse(buffer).get(config) == simdjson::SUCCESS &&
+      config["context_window"].get_uint64().get(v) == simdjson::SUCCESS && v > 0) {
+    return static_cast<std::uint32_t>(std::min<std::uint64_t>(v, max_context_window));
+  }
+  return default_context_window;
+}
+
 } // namespace
 
 expected<agent_settings> agent_from_record(const storage::agent_record& a,
@@ -98,6 +111,9 @@ expected<agent_settings> agent_from_record(const storage::agent_record& a,
     }
     if (limits["timeout_s"].get_uint64().get(v) == simdjson::SUCCESS && v > 0) {
       s.timeout = std::chrono::seconds(std::min<std::uint64_t>(v, 7 * 24 * 3600));
+    }
+    if (limits["context_window"].get_uint64().get(v) == simdjson::SUCCESS && v > 0) {
+      s.context_window = static_cast<std::uint32_t>(std::min<std::uint64_t>(v, max_context_window));
     }
   }
   return s;
@@ -155,6 +171,9 @@ expected<conversation_actor> chat_service::make_conversation(caf::actor_system& 
   auto settings = agent_from_record(*agent, provider->name);
   if (!settings) {
     return tl::unexpected(settings.error());
+  }
+  if (settings->context_window == 0) {
+    settings->context_window = provider_context_window(provider->config_json);
   }
   auto type = net::parse_provider_type(provider->kind);
   if (!type) {

@@ -23,6 +23,7 @@
 #include "troupe/storage/database.hpp"
 #include "troupe/tools/builtin_tools.hpp"
 #include "troupe/tools/control_tools.hpp"
+#include "troupe/tools/tool_resolver.hpp"
 
 namespace troupe::actors {
 
@@ -283,11 +284,9 @@ expected<endpoint> node::start() {
   d.health = spawn_health(*d.system);
 
   // Agent runs: tools, the sandbox, the LLM client and the conversations.
-  auto tool_registry = std::make_shared<tools::tool_registry>();
-  auto blocking = std::make_shared<tools::blocking_pool>(d.config.blocking.threads);
-  if (auto ok = tools::register_builtin_tools(*tool_registry, {}, std::move(blocking)); !ok) {
-    return tl::unexpected(ok.error());
-  }
+  // Runs resolve their tools per agent from the sources (the built-in tools for now).
+  auto tool_resolver = tools::make_builtin_tool_resolver(
+      {}, std::make_shared<tools::blocking_pool>(d.config.blocking.threads));
   tools::sandbox_options sandbox;
   sandbox.allow_host = d.config.tools.allow_host;
   if (sandbox.allow_host) {
@@ -311,7 +310,7 @@ expected<endpoint> node::start() {
   chat_options.writer = d.store_writer;
   chat_options.reads = d.db_reads;
   chat_options.io.http = d.http.get();
-  chat_options.io.tools = tool_registry;
+  chat_options.io.resolver = tool_resolver;
   chat_options.io.sandbox = std::make_shared<tools::sandbox_runner>(sandbox);
   chat_options.declared_providers = d.config.providers;
   chat_options.data_dir = d.config.data_dir;

@@ -6,6 +6,7 @@
 
 #include "run_state.hpp"
 #include "troupe/runtime/json_writer.hpp"
+#include "troupe/runtime/prompt/token_estimate.hpp"
 #include "troupe/storage/write_op.hpp"
 #include "troupe/tools/control_tools.hpp"
 
@@ -111,25 +112,30 @@ void complete_run(run_self self, std::string text) {
 
 namespace {
 
-/// The tools the model is offered: the agent's list (everything when empty) minus the
-/// blocked ones.
-std::vector<tool_definition> offered_tools(const run_spec& spec) {
-  std::vector<tools::tool_descriptor> candidates;
-  if (spec.io.tools) {
-    candidates = spec.io.tools->catalog().all();
+/// The run's tool snapshot: its parent's (a sub-agent), else resolved for its agent from
+/// the resolver, else from the registry of `io.tools` with the control tools.
+expected<std::shared_ptr<const tools::tool_snapshot>> resolve_tools(const run_spec& spec) {
+  if (spec.tool_snapshot) {
+    return spec.tool_snapshot;
   }
-  candidates.push_back(tools::finish_tool_descriptor());
-  candidates.push_back(tools::plan_tool_descriptor());
-  candidates.push_back(tools::sub_agent_tool_descriptor());
+  if (spec.io.resolver) {
+    return spec.io.resolver->resolve(spec.agent.name, spec.agent.tools);
+  }
+  tools::tool_resolver own;
+  const tools::tool_registry none;
+  (void)own.add_source(tools::make_registry_tool_source(
+      std::string(tools::builtin_source_name), spec.io.tools ? *spec.io.tools : none, true));
+  return own.resolve(spec.agent.name, spec.agent.tools);
+}
+
+/// The tools the model is offered: the agent's (its list, everything but sub_agent when
+/// empty) minus the blocked ones.
+std::vector<tool_definition> offered_tools(const tools::tool_snapshot& snapshot,
+                                           const std::vector<std::string>& blocked_tools) {
   std::vector<tool_definition> out;
-  for (auto& d : candidates) {
-    const auto& listed = spec.agent.tools;
-    const bool wanted = listed.empty()
-                            ? d.name != "sub_agent"
-                            : std::find(listed.begin(), listed.end(), d.name) != listed.end();
-    const bool blocked = std::find(spec.blocked_tools.begin(), spec.blocked_tools.end(), d.name) !=
-                         spec.blocked_tools.end();
-    if (wanted && !blocked) {
+  for (const auto& t : snapshot.selected()) {
+    const auto& d = t.descriptor();
+    if (std::find(blocked_tools.begin(), blocked_tools.end(), d.name) == blocked_tools.end()) {
       out.push_back(tool_definition{d.name, d.description, d.input_schema});
     }
   }
@@ -141,7 +147,6 @@ void start_run(run_self self) {
   st.started = true;
   st.model = st.spec.use_fast_model && !st.spec.agent.fast_model.empty() ? st.spec.agent.fast_model
                                                                          : st.spec.agent.model;
-  st.tool_defs = offered_tools(st.spec);
   harness::contract_input input;
   input.objective = st.spec.objective;
   input.agent_tools = st.spec.agent.tools;
@@ -158,6 +163,7 @@ void start_run(run_self self) {
   if (st.spec.persist_user_message) {
     persist_message(self, user);
   }
+  st.objective_index = st.messages.size();
   st.messages.push_back(std::move(user));
   {
     json_writer w;
@@ -166,6 +172,17 @@ void start_run(run_self self) {
     w.key("complexity").value(harness::to_string(st.contract.complexity));
     w.key("output_mode").value(harness::to_string(st.contract.mode)).end_object();
     publish(self, run_event_type::run_started, std::move(w).str());
+  }
+  auto resolved = resolve_tools(st.spec);
+  if (!resolved) {
+    fail_run(self, resolved.error().message);
+    return;
+  }
+  st.tools = std::move(*resolved);
+  st.tool_defs = offered_tools(*st.tools, st.spec.blocked_tools);
+  for (const auto& d : st.tool_defs) {
+    st.tool_tokens += prompt::estimate_tokens(d.name) + prompt::estimate_tokens(d.description) +
+                      prompt::estimate_tokens(d.parameters_json);
   }
   if (st.contract.require_plan) {
     st.plan = harness::plan_state::bootstrap(st.contract);

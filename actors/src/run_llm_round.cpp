@@ -15,6 +15,7 @@
 
 #include "run_state.hpp"
 #include "troupe/runtime/json_writer.hpp"
+#include "troupe/runtime/prompt/prompt_assembly.hpp"
 
 namespace troupe::actors::detail {
 
@@ -176,14 +177,29 @@ void next_round(run_self self) {
   completion_request request;
   request.model = st.model;
   request.stream = true;
-  std::string system = st.spec.agent.system_prompt;
-  if (auto rendered = st.plan.render(); !rendered.empty()) {
-    system += (system.empty() ? "" : "\n\n") + rendered;
+  (void)st.blocks.set(prompt::plan_block, st.plan.render());
+  prompt::prompt_input input;
+  input.system_prompt = st.spec.agent.system_prompt;
+  input.blocks = &st.blocks;
+  input.history = st.messages;
+  input.pinned = st.objective_index;
+  input.budget.context_window =
+      st.spec.agent.context_window != 0 ? st.spec.agent.context_window : default_context_window;
+  input.budget.reserved_tokens = st.tool_tokens;
+  auto assembled = prompt::assemble_prompt(input);
+  if (assembled.dropped_messages != st.dropped_messages) {
+    st.dropped_messages = assembled.dropped_messages;
+    json_writer w;
+    w.begin_object().key("round").value(st.round);
+    w.key("dropped_messages").value(assembled.dropped_messages);
+    w.key("dropped_tokens").value(assembled.dropped_tokens);
+    w.key("estimated_tokens").value(assembled.estimated_tokens);
+    w.key("budget_tokens").value(assembled.budget_tokens);
+    w.key("fits").value(assembled.fits()).end_object();
+    record_step(self, "llm", "context_budget", assembled.fits() ? "done" : "over_budget", "{}",
+                std::move(w).str());
   }
-  if (!system.empty()) {
-    request.messages.push_back(chat_message{chat_role::system, std::move(system), {}, {}, {}});
-  }
-  request.messages.insert(request.messages.end(), st.messages.begin(), st.messages.end());
+  request.messages = std::move(assembled.messages);
   request.tools = st.tool_defs;
   auto id = std::make_shared<std::uint64_t>(0);
   auto task =

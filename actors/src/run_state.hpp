@@ -34,6 +34,7 @@
 #include "troupe/runtime/harness/plan_state.hpp"
 #include "troupe/runtime/harness/task_contract.hpp"
 #include "troupe/runtime/harness/validators.hpp"
+#include "troupe/runtime/prompt/context_blocks.hpp"
 #include "troupe/tools/argument_validator.hpp"
 
 namespace troupe::actors::detail {
@@ -75,6 +76,16 @@ struct run_state {
   std::shared_ptr<net::provider_client> client;
   std::vector<chat_message> messages;
   std::vector<tool_definition> tool_defs;
+  /// The run's tools, resolved once when it starts (sub-agents share their parent's).
+  std::shared_ptr<const tools::tool_snapshot> tools;
+  /// The context blocks of the system message (the plan state, later memory).
+  prompt::context_blocks blocks;
+  /// Where the objective is in `messages`: it is never cut from the prompt.
+  std::size_t objective_index = 0;
+  /// What the tool definitions cost of the context window (estimated once).
+  std::size_t tool_tokens = 0;
+  /// Messages the last round's prompt left out (a step is recorded when it changes).
+  std::size_t dropped_messages = 0;
   std::map<std::string, tools::argument_schema, std::less<>> schemas;
   std::string model;
   bool on_fallback = false;

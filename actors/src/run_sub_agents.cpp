@@ -13,11 +13,12 @@
 
 #include "run_state.hpp"
 #include "troupe/runtime/json_writer.hpp"
+#include "troupe/tools/control_tools.hpp"
 
 namespace troupe::actors::detail {
 
 std::vector<std::string> child_blocked_tools(const sub_agent_mode& mode,
-                                             const tools::tool_registry& registry,
+                                             const tools::tool_snapshot& tools,
                                              const sub_agent_rules& rules) {
   std::vector<std::string> blocked;
   if (mode.restricted) {
@@ -25,9 +26,10 @@ std::vector<std::string> child_blocked_tools(const sub_agent_mode& mode,
       return std::find(mode.allowed_tools.begin(), mode.allowed_tools.end(), name) !=
              mode.allowed_tools.end();
     };
-    for (const auto& d : registry.catalog().all()) {
-      if (!allowed(d.name)) {
-        blocked.push_back(d.name);
+    for (const auto& t : tools.all()) {
+      const auto& name = t.descriptor().name;
+      if (!tools::is_control_tool(name) && !allowed(name)) {
+        blocked.push_back(name);
       }
     }
     if (!allowed("plan")) {
@@ -107,12 +109,13 @@ void start_sub_agents(run_self self, std::size_t index) {
     child.provider = st.spec.provider;
     child.objective = std::string(objective);
     child.depth = st.spec.depth + 1;
-    child.blocked_tools = child_blocked_tools(find_sub_agent_mode(mode), *st.spec.io.tools);
+    child.blocked_tools = child_blocked_tools(find_sub_agent_mode(mode), *st.tools);
     child.use_fast_model = model == "fast";
     child.persist_user_message = false;
     child.workspace = st.spec.workspace;
     child.tool_timeout = st.spec.tool_timeout;
     child.io = st.spec.io;
+    child.tool_snapshot = st.tools;
     // A child's steps stay in its own result: it has no run row of its own.
     child.io.writer.reset();
     auto handle = spawn_run(self->system(), std::move(child), run_event_sink{});

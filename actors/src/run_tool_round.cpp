@@ -84,9 +84,9 @@ void gate_calls(run_self self) {
       descriptor = name == "finish" ? &tools::finish_tool_descriptor()
                    : name == "plan" ? &tools::plan_tool_descriptor()
                                     : &tools::sub_agent_tool_descriptor();
-    } else if (st.spec.io.tools) {
-      slot.impl = st.spec.io.tools->find(name);
-      descriptor = slot.impl ? &slot.impl->descriptor() : nullptr;
+    } else if (const auto* found = st.tools->find(name)) {
+      slot.impl = found->impl;
+      descriptor = &slot.impl->descriptor();
     }
     if (!descriptor) {
       std::string known;

@@ -62,10 +62,10 @@ constexpr const sub_agent_mode& find_sub_agent_mode(std::string_view name) {
   return sub_agent_modes.front();
 }
 
-/// The tools a child run in `mode` is blocked from, in the registry's order, then the
+/// The tools a child run in `mode` is blocked from, in the snapshot's order, then the
 /// control tools.
 std::vector<std::string> child_blocked_tools(const sub_agent_mode& mode,
-                                             const tools::tool_registry& registry,
+                                             const tools::tool_snapshot& tools,
                                              const sub_agent_rules& rules = sub_agent_policy);
 
 } // namespace troupe::actors::detail

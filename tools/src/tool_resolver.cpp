@@ -98,9 +98,10 @@ tool_resolver::resolve(std::string_view agent, std::span<const std::string> agen
   return std::shared_ptr<const tool_snapshot>(std::move(snapshot));
 }
 
-std::shared_ptr<tool_resolver> make_builtin_tool_resolver(code_interpreter_options options) {
+std::shared_ptr<tool_resolver> make_builtin_tool_resolver(code_interpreter_options options,
+                                                          std::shared_ptr<blocking_pool> pool) {
   auto resolver = std::make_shared<tool_resolver>();
-  (void)resolver->add_source(make_builtin_tool_source(std::move(options)));
+  (void)resolver->add_source(make_builtin_tool_source(std::move(options), std::move(pool)));
   return resolver;
 }
 

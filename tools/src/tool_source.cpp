@@ -134,10 +134,11 @@ std::shared_ptr<dynamic_tool_source> make_registry_tool_source(std::string name,
   return source;
 }
 
-std::shared_ptr<dynamic_tool_source> make_builtin_tool_source(code_interpreter_options options) {
+std::shared_ptr<dynamic_tool_source> make_builtin_tool_source(code_interpreter_options options,
+                                                              std::shared_ptr<blocking_pool> pool) {
   tool_registry registry;
   // Fixed tools with fixed names: a failure here is a programming error, caught by tests.
-  (void)register_builtin_tools(registry, std::move(options));
+  (void)register_builtin_tools(registry, std::move(options), std::move(pool));
   return make_registry_tool_source(std::string(builtin_source_name), registry, true);
 }
 

@@ -32,6 +32,7 @@
 #include "troupe/storage/records.hpp"
 #include "troupe/tools/sandbox.hpp"
 #include "troupe/tools/tool.hpp"
+#include "troupe/tools/tool_resolver.hpp"
 
 namespace troupe::actors {
 
@@ -53,6 +54,10 @@ inline constexpr int max_run_depth = 3;
 struct run_io {
   /// LLM rounds and tool calls run on this client's executor.
   net::http_client* http = nullptr;
+  /// Where a run finds its tools: one snapshot per run, resolved for its agent.
+  std::shared_ptr<const tools::tool_resolver> resolver;
+  /// Without a resolver: these tools and the control tools, as one source (tests and
+  /// benches build their own registries).
   std::shared_ptr<const tools::tool_registry> tools;
   /// Null: tools that need a sandbox fail closed.
   std::shared_ptr<const tools::sandbox_runner> sandbox;
@@ -86,6 +91,8 @@ struct run_spec {
   std::filesystem::path workspace;
   std::chrono::milliseconds tool_timeout = default_tool_timeout;
   run_io io;
+  /// A sub-agent's: its parent's tool snapshot. Unset: resolved when the run starts.
+  std::shared_ptr<const tools::tool_snapshot> tool_snapshot;
 };
 
 /// Whoever follows a run: receives (event_atom, run_event) for every event, in order.

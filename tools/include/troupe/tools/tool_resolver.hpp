@@ -98,7 +98,10 @@ private:
   std::vector<std::shared_ptr<const tool_source>> sources_;
 };
 
-/// A resolver with the built-in source only (what a node starts with).
-std::shared_ptr<tool_resolver> make_builtin_tool_resolver(code_interpreter_options options = {});
+/// A resolver with the built-in source only (what a node starts with); the built-in
+/// tools' file work runs on `pool` (the process's default pool when null).
+std::shared_ptr<tool_resolver>
+make_builtin_tool_resolver(code_interpreter_options options = {},
+                           std::shared_ptr<blocking_pool> pool = nullptr);
 
 } // namespace troupe::tools

@@ -76,9 +76,10 @@ std::vector<std::shared_ptr<const tool>> control_tools();
 inline constexpr std::string_view builtin_source_name = "builtin";
 
 /// The built-in source: the workspace tools and the code interpreter
-/// (`register_builtin_tools`), then the control tools.
+/// (`register_builtin_tools`, their file work on `pool`), then the control tools.
 std::shared_ptr<dynamic_tool_source>
-make_builtin_tool_source(code_interpreter_options options = {});
+make_builtin_tool_source(code_interpreter_options options = {},
+                         std::shared_ptr<blocking_pool> pool = nullptr);
 
 /// A source called `name` holding `registry`'s tools in registration order, and then the
 /// control tools when `with_control_tools` (for callers that build a registry of their
