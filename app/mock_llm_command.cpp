@@ -15,7 +15,7 @@
 #include <fmt/format.h>
 
 #include "commands.hpp"
-#include "troupe/net/mock_llm_server.hpp"
+#include "troupe/mock/mock_llm_server.hpp"
 #include "troupe/runtime/settings.hpp"
 
 namespace troupe::app {
@@ -26,7 +26,7 @@ struct mock_llm_cli {
   std::string listen = "127.0.0.1:8081";
   std::string script;
   unsigned threads = 1;
-  net::mock_llm_options options;
+  mock::mock_llm_options options;
 };
 
 int run_mock_llm(mock_llm_cli cli) {
@@ -43,7 +43,7 @@ int run_mock_llm(mock_llm_cli cli) {
     }
     std::stringstream text;
     text << in.rdbuf();
-    auto rules = net::parse_mock_script(text.str());
+    auto rules = mock::parse_mock_script(text.str());
     if (!rules) {
       fmt::print(stderr, "troupe mock-llm: {}: {}\n", cli.script, rules.error().message);
       return 2;
@@ -52,7 +52,7 @@ int run_mock_llm(mock_llm_cli cli) {
   }
   boost::asio::io_context io;
   const auto rule_count = cli.options.rules.size();
-  net::mock_llm_server server(io, std::move(cli.options));
+  mock::mock_llm_server server(io, std::move(cli.options));
   auto bound = server.listen(*where);
   if (!bound) {
     fmt::print(stderr, "troupe mock-llm: {}\n", bound.error().message);

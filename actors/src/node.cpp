@@ -16,7 +16,7 @@
 #include "troupe/actors/demo_model.hpp"
 #include "troupe/actors/health.hpp"
 #include "troupe/actors/service_facades.hpp"
-#include "troupe/net/mock_llm_server.hpp"
+#include "troupe/mock/mock_llm_server.hpp"
 #include "troupe/runtime/log.hpp"
 #include "troupe/storage/catalog_sync.hpp"
 #include "troupe/storage/data_dir.hpp"
@@ -63,7 +63,7 @@ struct node::impl {
   health_actor health;
   asio::signal_set signals;
   // The in-process mock-llm serving the demo model, when it is in use.
-  std::unique_ptr<net::mock_llm_server> demo_model;
+  std::unique_ptr<mock::mock_llm_server> demo_model;
   bool demo = false;
   // Storage: the writer connection goes to the store_writer; reads use the pool.
   std::shared_ptr<storage::connection> db_writer;
@@ -118,14 +118,14 @@ struct node::impl {
     std::string demo_url;
     const auto key = environment.find("OPENAI_API_KEY");
     if (key == environment.end() || key->second.empty()) {
-      net::mock_llm_options options;
-      auto rules = net::parse_mock_script(demo_model_script());
+      mock::mock_llm_options options;
+      auto rules = mock::parse_mock_script(demo_model_script());
       if (!rules) {
         return tl::unexpected(rules.error());
       }
       options.rules = std::move(*rules);
       options.model = std::string(demo_model_name);
-      demo_model = std::make_unique<net::mock_llm_server>(io, std::move(options));
+      demo_model = std::make_unique<mock::mock_llm_server>(io, std::move(options));
       auto bound = demo_model->listen({"127.0.0.1", 0});
       if (!bound) {
         return tl::unexpected(bound.error());

@@ -16,7 +16,7 @@
 #include <boost/asio/post.hpp>
 
 #include "troupe/actors/run.hpp"
-#include "troupe/net/mock_llm_server.hpp"
+#include "troupe/mock/mock_llm_server.hpp"
 
 using namespace troupe;
 using namespace troupe::actors;
@@ -63,11 +63,11 @@ private:
 
 struct bench_world {
   bench_world() {
-    net::mock_llm_options options;
-    options.rules = *net::parse_mock_script(R"([
+    mock::mock_llm_options options;
+    options.rules = *mock::parse_mock_script(R"([
       {"match":{"has_tool_result":false},"reply":{"tool_calls":[{"name":"noop","arguments":{}}]}},
       {"match":{"has_tool_result":true},"reply":{"text":"All done."}}])");
-    mock = std::make_unique<net::mock_llm_server>(mock_io, std::move(options));
+    mock = std::make_unique<mock::mock_llm_server>(mock_io, std::move(options));
     port = mock->listen({"127.0.0.1", 0})->port;
     mock->start();
     mock_thread = std::thread([this] { mock_io.run(); });
@@ -121,7 +121,7 @@ struct bench_world {
   }
 
   boost::asio::io_context mock_io;
-  std::unique_ptr<net::mock_llm_server> mock;
+  std::unique_ptr<mock::mock_llm_server> mock;
   std::uint16_t port = 0;
   std::thread mock_thread;
   caf::actor_system_config config;

@@ -15,7 +15,7 @@
 #include <boost/asio/post.hpp>
 #include <simdjson.h>
 
-#include "troupe/net/mock_llm_server.hpp"
+#include "troupe/mock/mock_llm_server.hpp"
 #include "troupe/net/provider_client.hpp"
 #include "troupe/net/provider_wire.hpp"
 #include "troupe/net/sse_parser.hpp"
@@ -23,6 +23,7 @@
 namespace asio = boost::asio;
 using namespace troupe;
 using namespace troupe::net;
+using namespace troupe::mock;
 
 namespace {
 

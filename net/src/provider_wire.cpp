@@ -8,10 +8,13 @@
 #include <simdjson.h>
 
 #include "troupe/runtime/json_writer.hpp"
+#include "wire_names.hpp"
 
 namespace troupe::net {
 
 namespace od = simdjson::ondemand;
+namespace oa = wire_names::openai;
+namespace an = wire_names::anthropic;
 
 namespace detail {
 
@@ -562,36 +565,70 @@ provider_error classify_http_error(unsigned status, std::string_view body,
   return out;
 }
 
-finish_reason parse_openai_finish(std::string_view word) noexcept {
-  if (word == "stop") {
-    return finish_reason::stop;
-  }
-  if (word == "length") {
-    return finish_reason::length;
-  }
-  if (word == "tool_calls" || word == "function_call") {
-    return finish_reason::tool_calls;
-  }
-  if (word == "content_filter") {
-    return finish_reason::content_filter;
+namespace {
+
+/// A finish word of one wire and what it means. Each table lists a reason's canonical word
+/// (the one written) first; later rows are words also read.
+struct finish_word {
+  std::string_view word;
+  finish_reason reason;
+};
+
+constexpr finish_word openai_finish_words[] = {
+    {"stop", finish_reason::stop},
+    {"length", finish_reason::length},
+    {"tool_calls", finish_reason::tool_calls},
+    {"function_call", finish_reason::tool_calls},
+    {"content_filter", finish_reason::content_filter},
+    {"other", finish_reason::other},
+};
+
+constexpr finish_word anthropic_stop_words[] = {
+    {"end_turn", finish_reason::stop},
+    {"stop_sequence", finish_reason::stop},
+    {"max_tokens", finish_reason::length},
+    {"model_context_window_exceeded", finish_reason::length},
+    {"tool_use", finish_reason::tool_calls},
+    {"refusal", finish_reason::content_filter},
+    {"pause_turn", finish_reason::other},
+};
+
+template <std::size_t N>
+finish_reason reason_of(const finish_word (&table)[N], std::string_view word) noexcept {
+  for (const auto& row : table) {
+    if (row.word == word) {
+      return row.reason;
+    }
   }
   return finish_reason::other;
 }
 
+template <std::size_t N>
+std::string_view word_of(const finish_word (&table)[N], finish_reason r) noexcept {
+  for (const auto& row : table) {
+    if (row.reason == r) {
+      return row.word;
+    }
+  }
+  return table[0].word;
+}
+
+} // namespace
+
+finish_reason parse_openai_finish(std::string_view word) noexcept {
+  return reason_of(openai_finish_words, word);
+}
+
 finish_reason parse_anthropic_stop(std::string_view word) noexcept {
-  if (word == "end_turn" || word == "stop_sequence") {
-    return finish_reason::stop;
-  }
-  if (word == "max_tokens" || word == "model_context_window_exceeded") {
-    return finish_reason::length;
-  }
-  if (word == "tool_use") {
-    return finish_reason::tool_calls;
-  }
-  if (word == "refusal") {
-    return finish_reason::content_filter;
-  }
-  return finish_reason::other;
+  return reason_of(anthropic_stop_words, word);
+}
+
+std::string_view openai_finish_word(finish_reason r) noexcept {
+  return word_of(openai_finish_words, r);
+}
+
+std::string_view anthropic_stop_word(finish_reason r) noexcept {
+  return word_of(anthropic_stop_words, r);
 }
 
 // --- OpenAI ------------------------------------------------------------------------------------
@@ -653,11 +690,11 @@ bool read_openai_usage(od::value value, token_usage& usage, bool& present) {
       return false;
     }
     std::uint64_t* target = nullptr;
-    if (key == "prompt_tokens") {
+    if (key == oa::prompt_tokens) {
       target = &usage.prompt_tokens;
-    } else if (key == "completion_tokens") {
+    } else if (key == oa::completion_tokens) {
       target = &usage.completion_tokens;
-    } else if (key == "total_tokens") {
+    } else if (key == oa::total_tokens) {
       target = &usage.total_tokens;
     }
     if (target) {
@@ -676,7 +713,7 @@ bool read_openai_usage(od::value value, token_usage& usage, bool& present) {
 } // namespace
 
 decode_result openai_stream_decoder::decode(std::string_view data, std::vector<stream_event>& out) {
-  if (data == "[DONE]") {
+  if (data == oa::done_payload) {
     done_ = true;
     complete_calls(out);
     return {};
@@ -693,12 +730,12 @@ decode_result openai_stream_decoder::decode(std::string_view data, std::vector<s
   // Look up the two fields that matter rather than visiting every field: a chunk's id,
   // model, fingerprint… are skipped without being decoded. A payload without choices may
   // be an error object.
-  for (const std::string_view key : {std::string_view("choices"), std::string_view("usage")}) {
+  for (const std::string_view key : {std::string_view(oa::choices), std::string_view(oa::usage)}) {
     od::value value;
     const auto found = root.find_field_unordered(key).get(value);
     if (found == simdjson::NO_SUCH_FIELD) {
       od::value err;
-      if (key == "choices" && !root.find_field_unordered("error").get(err)) {
+      if (key == oa::choices && !root.find_field_unordered(oa::error).get(err)) {
         error_fields fields;
         if (!read_error_object(err, fields)) {
           bad = true;
@@ -718,7 +755,7 @@ decode_result openai_stream_decoder::decode(std::string_view data, std::vector<s
       bad = true;
       break;
     }
-    if (key == "choices") {
+    if (key == oa::choices) {
       od::json_type type;
       if (value.type().get(type)) {
         bad = true;
@@ -741,7 +778,7 @@ decode_result openai_stream_decoder::decode(std::string_view data, std::vector<s
         std::uint64_t choice_index = 0;
         {
           od::value index_value;
-          const auto has_index = choice.find_field_unordered("index").get(index_value);
+          const auto has_index = choice.find_field_unordered(oa::index).get(index_value);
           if ((has_index && has_index != simdjson::NO_SUCH_FIELD) ||
               (!has_index && !get_count(index_value, choice_index))) {
             bad = true;
@@ -752,7 +789,7 @@ decode_result openai_stream_decoder::decode(std::string_view data, std::vector<s
           continue; // n > 1: only the first choice is followed
         }
         for (const std::string_view ckey :
-             {std::string_view("delta"), std::string_view("finish_reason")}) {
+             {std::string_view(oa::delta), std::string_view(oa::finish_reason)}) {
           od::value cvalue;
           const auto has_field = choice.find_field_unordered(ckey).get(cvalue);
           if (has_field == simdjson::NO_SUCH_FIELD) {
@@ -762,7 +799,7 @@ decode_result openai_stream_decoder::decode(std::string_view data, std::vector<s
             bad = true;
             break;
           }
-          if (ckey == "delta") {
+          if (ckey == oa::delta) {
             od::object delta;
             od::json_type dtype;
             if (cvalue.type().get(dtype)) {
@@ -783,7 +820,7 @@ decode_result openai_stream_decoder::decode(std::string_view data, std::vector<s
                 bad = true;
                 break;
               }
-              if (dkey == "content" || dkey == "reasoning_content" || dkey == "reasoning") {
+              if (dkey == oa::content || dkey == oa::reasoning_content || dkey == oa::reasoning) {
                 std::string_view text;
                 if (!get_string_or_null(dvalue, text)) {
                   bad = true;
@@ -791,11 +828,11 @@ decode_result openai_stream_decoder::decode(std::string_view data, std::vector<s
                 }
                 if (!text.empty()) {
                   auto& e = out.emplace_back();
-                  e.type = dkey == "content" ? stream_event::kind::text_delta
-                                             : stream_event::kind::reasoning_delta;
+                  e.type = dkey == oa::content ? stream_event::kind::text_delta
+                                               : stream_event::kind::reasoning_delta;
                   e.text.assign(text);
                 }
-              } else if (dkey == "tool_calls") {
+              } else if (dkey == oa::tool_calls) {
                 od::json_type ttype;
                 if (dvalue.type().get(ttype)) {
                   bad = true;
@@ -827,19 +864,19 @@ decode_result openai_stream_decoder::decode(std::string_view data, std::vector<s
                       bad = true;
                       break;
                     }
-                    if (tkey == "index") {
+                    if (tkey == oa::index) {
                       std::uint64_t i = 0;
                       if (!get_count(tvalue, i)) {
                         bad = true;
                         break;
                       }
                       index = i;
-                    } else if (tkey == "id") {
+                    } else if (tkey == oa::id) {
                       if (!get_string_or_null(tvalue, id)) {
                         bad = true;
                         break;
                       }
-                    } else if (tkey == "function") {
+                    } else if (tkey == oa::function) {
                       od::object fn;
                       if (tvalue.get_object().get(fn)) {
                         bad = true;
@@ -852,12 +889,12 @@ decode_result openai_stream_decoder::decode(std::string_view data, std::vector<s
                           bad = true;
                           break;
                         }
-                        if (fkey == "name") {
+                        if (fkey == oa::name) {
                           if (!get_string_or_null(fvalue, name)) {
                             bad = true;
                             break;
                           }
-                        } else if (fkey == "arguments") {
+                        } else if (fkey == oa::arguments) {
                           if (!get_string_or_null(fvalue, arguments)) {
                             bad = true;
                             break;
@@ -921,7 +958,7 @@ decode_result openai_stream_decoder::decode(std::string_view data, std::vector<s
           break;
         }
       }
-    } else if (key == "usage") {
+    } else if (key == oa::usage) {
       if (!read_openai_usage(value, usage, usage_present)) {
         bad = true;
       }
@@ -958,7 +995,7 @@ decode_result decode_openai_completion(std::string_view body, std::vector<stream
   }
   // Whole answers are small and rare: read them field by field, order-independent.
   od::value err;
-  if (!root.find_field_unordered("error").get(err)) {
+  if (!root.find_field_unordered(oa::error).get(err)) {
     error_fields fields;
     read_error_object(err, fields);
     return tl::unexpected(error_from_fields(0, fields));
@@ -968,7 +1005,7 @@ decode_result decode_openai_completion(std::string_view body, std::vector<stream
   }
   od::array choices;
   std::optional<finish_reason> finish;
-  if (root.find_field_unordered("choices").get_array().get(choices)) {
+  if (root.find_field_unordered(oa::choices).get_array().get(choices)) {
     return malformed("the answer has no choices: " + excerpt(body));
   }
   for (auto choice_result : choices) {
@@ -977,7 +1014,7 @@ decode_result decode_openai_completion(std::string_view body, std::vector<stream
       return malformed("a choice is not an object");
     }
     od::object message;
-    if (choice.find_field_unordered("message").get_object().get(message)) {
+    if (choice.find_field_unordered(oa::message).get_object().get(message)) {
       return malformed("a choice has no message: " + excerpt(body));
     }
     for (auto mf : message) {
@@ -986,18 +1023,18 @@ decode_result decode_openai_completion(std::string_view body, std::vector<stream
       if (mf.unescaped_key().get(key) || mf.value().get(value)) {
         return malformed("a message is not valid JSON");
       }
-      if (key == "content" || key == "reasoning_content" || key == "reasoning") {
+      if (key == oa::content || key == oa::reasoning_content || key == oa::reasoning) {
         std::string_view text;
         if (!get_string_or_null(value, text)) {
           return malformed("message content is not a string");
         }
         if (!text.empty()) {
           auto& e = out.emplace_back();
-          e.type = key == "content" ? stream_event::kind::text_delta
-                                    : stream_event::kind::reasoning_delta;
+          e.type = key == oa::content ? stream_event::kind::text_delta
+                                      : stream_event::kind::reasoning_delta;
           e.text.assign(text);
         }
-      } else if (key == "tool_calls") {
+      } else if (key == oa::tool_calls) {
         od::json_type type;
         if (value.type().get(type)) {
           return malformed("tool_calls is not valid JSON");
@@ -1016,13 +1053,13 @@ decode_result decode_openai_completion(std::string_view body, std::vector<stream
           std::string_view name;
           std::string_view arguments;
           od::object fn;
-          if (call_result.get_object().get(call) || call.find_field_unordered("id").get(id) ||
-              call.find_field_unordered("function").get_object().get(fn) ||
-              fn.find_field_unordered("name").get(name)) {
+          if (call_result.get_object().get(call) || call.find_field_unordered(oa::id).get(id) ||
+              call.find_field_unordered(oa::function).get_object().get(fn) ||
+              fn.find_field_unordered(oa::name).get(name)) {
             return malformed("a tool call lacks id, function or name");
           }
           od::value args;
-          if (!fn.find_field_unordered("arguments").get(args)) {
+          if (!fn.find_field_unordered(oa::arguments).get(args)) {
             if (!get_string_or_null(args, arguments)) {
               return malformed("tool call arguments are not a string");
             }
@@ -1051,7 +1088,7 @@ decode_result decode_openai_completion(std::string_view body, std::vector<stream
       }
     }
     std::string_view word;
-    if (!choice.find_field_unordered("finish_reason").get(word)) {
+    if (!choice.find_field_unordered(oa::finish_reason).get(word)) {
       finish = parse_openai_finish(word);
     } else if (abandoned(doc)) {
       return malformed("a choice is not valid JSON: " + excerpt(body));
@@ -1061,7 +1098,7 @@ decode_result decode_openai_completion(std::string_view body, std::vector<stream
   token_usage usage;
   bool usage_present = false;
   od::value usage_value;
-  if (!root.find_field_unordered("usage").get(usage_value)) {
+  if (!root.find_field_unordered(oa::usage).get(usage_value)) {
     if (!read_openai_usage(usage_value, usage, usage_present)) {
       return malformed("usage is not an object of counts");
     }
@@ -1121,12 +1158,12 @@ bool read_anthropic_usage(od::object obj, token_usage& usage) {
       return false;
     }
     std::uint64_t n = 0;
-    if (key == "input_tokens") {
+    if (key == an::input_tokens) {
       if (!get_count(v, n)) {
         return false;
       }
       usage.prompt_tokens = n;
-    } else if (key == "output_tokens") {
+    } else if (key == an::output_tokens) {
       if (!get_count(v, n)) {
         return false;
       }
@@ -1149,7 +1186,7 @@ decode_result anthropic_stream_decoder::decode(std::string_view event, std::stri
   std::string type(event);
   {
     std::string_view t;
-    if (!root.find_field_unordered("type").get(t)) {
+    if (!root.find_field_unordered(an::type).get(t)) {
       type.assign(t);
     } else if (abandoned(doc)) {
       return malformed("an Anthropic event is not valid JSON: " + excerpt(data));
@@ -1158,13 +1195,13 @@ decode_result anthropic_stream_decoder::decode(std::string_view event, std::stri
   const auto bad_shape = [&] {
     return malformed("an Anthropic '" + type + "' event has an unexpected shape: " + excerpt(data));
   };
-  if (type == "message_start") {
+  if (type == an::message_start) {
     od::object message;
     od::object usage;
-    if (root.find_field_unordered("message").get_object().get(message)) {
+    if (root.find_field_unordered(an::message).get_object().get(message)) {
       return bad_shape();
     }
-    if (!message.find_field_unordered("usage").get_object().get(usage)) {
+    if (!message.find_field_unordered(an::usage).get_object().get(usage)) {
       if (!read_anthropic_usage(usage, usage_)) {
         return bad_shape();
       }
@@ -1172,22 +1209,22 @@ decode_result anthropic_stream_decoder::decode(std::string_view event, std::stri
       e.type = stream_event::kind::usage;
       e.usage = usage_;
     }
-  } else if (type == "content_block_start") {
+  } else if (type == an::content_block_start) {
     std::uint64_t index = 0;
     od::object block;
     std::string_view block_type;
-    if (root.find_field_unordered("index").get(index) ||
-        root.find_field_unordered("content_block").get_object().get(block) ||
-        block.find_field_unordered("type").get(block_type)) {
+    if (root.find_field_unordered(an::index).get(index) ||
+        root.find_field_unordered(an::content_block).get_object().get(block) ||
+        block.find_field_unordered(an::type).get(block_type)) {
       return bad_shape();
     }
     auto& b = blocks_.emplace_back();
     b.index = index;
-    if (block_type == "tool_use" || block_type == "server_tool_use") {
+    if (block_type == an::tool_use_block || block_type == an::server_tool_use_block) {
       std::string_view id;
       std::string_view name;
-      if (block.find_field_unordered("id").get(id) ||
-          block.find_field_unordered("name").get(name)) {
+      if (block.find_field_unordered(an::id).get(id) ||
+          block.find_field_unordered(an::name).get(name)) {
         return bad_shape();
       }
       b.tool = true;
@@ -1198,40 +1235,40 @@ decode_result anthropic_stream_decoder::decode(std::string_view event, std::stri
       e.index = index;
       e.id = b.id;
       e.name = b.name;
-    } else if (block_type == "text") {
+    } else if (block_type == an::text_block) {
       std::string_view text;
-      if (!block.find_field_unordered("text").get(text) && !text.empty()) {
+      if (!block.find_field_unordered(an::text).get(text) && !text.empty()) {
         auto& e = out.emplace_back();
         e.type = stream_event::kind::text_delta;
         e.text.assign(text);
       }
     }
-  } else if (type == "content_block_delta") {
+  } else if (type == an::content_block_delta) {
     std::uint64_t index = 0;
     od::object delta;
     std::string_view delta_type;
-    if (root.find_field_unordered("index").get(index) ||
-        root.find_field_unordered("delta").get_object().get(delta) ||
-        delta.find_field_unordered("type").get(delta_type)) {
+    if (root.find_field_unordered(an::index).get(index) ||
+        root.find_field_unordered(an::delta).get_object().get(delta) ||
+        delta.find_field_unordered(an::type).get(delta_type)) {
       return bad_shape();
     }
     std::string_view text;
-    if (delta_type == "text_delta") {
-      if (delta.find_field_unordered("text").get(text)) {
+    if (delta_type == an::text_delta) {
+      if (delta.find_field_unordered(an::text).get(text)) {
         return bad_shape();
       }
       auto& e = out.emplace_back();
       e.type = stream_event::kind::text_delta;
       e.text.assign(text);
-    } else if (delta_type == "thinking_delta") {
-      if (delta.find_field_unordered("thinking").get(text)) {
+    } else if (delta_type == an::thinking_delta) {
+      if (delta.find_field_unordered(an::thinking).get(text)) {
         return bad_shape();
       }
       auto& e = out.emplace_back();
       e.type = stream_event::kind::reasoning_delta;
       e.text.assign(text);
-    } else if (delta_type == "input_json_delta") {
-      if (delta.find_field_unordered("partial_json").get(text)) {
+    } else if (delta_type == an::input_json_delta) {
+      if (delta.find_field_unordered(an::partial_json).get(text)) {
         return bad_shape();
       }
       auto* b = block_at(index);
@@ -1248,9 +1285,9 @@ decode_result anthropic_stream_decoder::decode(std::string_view event, std::stri
       }
     }
     // signature_delta, citations_delta and future delta types carry nothing we keep.
-  } else if (type == "content_block_stop") {
+  } else if (type == an::content_block_stop) {
     std::uint64_t index = 0;
-    if (root.find_field_unordered("index").get(index)) {
+    if (root.find_field_unordered(an::index).get(index)) {
       return bad_shape();
     }
     auto* b = block_at(index);
@@ -1263,12 +1300,12 @@ decode_result anthropic_stream_decoder::decode(std::string_view event, std::stri
       e.name = b->name;
       e.text = b->input.empty() ? "{}" : b->input;
     }
-  } else if (type == "message_delta") {
+  } else if (type == an::message_delta) {
     od::object delta;
     std::optional<finish_reason> finish;
-    if (!root.find_field_unordered("delta").get_object().get(delta)) {
+    if (!root.find_field_unordered(an::delta).get_object().get(delta)) {
       od::value stop;
-      if (!delta.find_field_unordered("stop_reason").get(stop)) {
+      if (!delta.find_field_unordered(an::stop_reason).get(stop)) {
         std::string_view word;
         if (!get_string_or_null(stop, word)) {
           return bad_shape();
@@ -1282,7 +1319,7 @@ decode_result anthropic_stream_decoder::decode(std::string_view event, std::stri
       return bad_shape();
     }
     od::object usage;
-    if (!root.find_field_unordered("usage").get_object().get(usage)) {
+    if (!root.find_field_unordered(an::usage).get_object().get(usage)) {
       // Cumulative: the counts replace the earlier ones.
       if (!read_anthropic_usage(usage, usage_)) {
         return bad_shape();
@@ -1298,13 +1335,13 @@ decode_result anthropic_stream_decoder::decode(std::string_view event, std::stri
       e.type = stream_event::kind::finish;
       e.reason = *finish;
     }
-  } else if (type == "message_stop") {
+  } else if (type == an::message_stop) {
     done_ = true;
     flush(out);
-  } else if (type == "error") {
+  } else if (type == an::error_event) {
     od::value err;
     error_fields fields;
-    if (root.find_field_unordered("error").get(err) || !read_error_object(err, fields)) {
+    if (root.find_field_unordered(an::error).get(err) || !read_error_object(err, fields)) {
       return bad_shape();
     }
     auto e = error_from_fields(0, fields);
@@ -1323,10 +1360,10 @@ decode_result decode_anthropic_message(std::string_view body, std::vector<stream
     return malformed("the answer is not a JSON object: " + excerpt(body));
   }
   std::string_view type;
-  if (!root.find_field_unordered("type").get(type) && type == "error") {
+  if (!root.find_field_unordered(an::type).get(type) && type == an::error_event) {
     od::value err;
     error_fields fields;
-    if (!root.find_field_unordered("error").get(err)) {
+    if (!root.find_field_unordered(an::error).get(err)) {
       read_error_object(err, fields);
     }
     return tl::unexpected(error_from_fields(0, fields));
@@ -1335,7 +1372,7 @@ decode_result decode_anthropic_message(std::string_view body, std::vector<stream
     return malformed("the answer is not valid JSON: " + excerpt(body));
   }
   od::array content;
-  if (root.find_field_unordered("content").get_array().get(content)) {
+  if (root.find_field_unordered(an::content).get_array().get(content)) {
     return malformed("the answer has no content array: " + excerpt(body));
   }
   std::size_t index = 0;
@@ -1343,33 +1380,33 @@ decode_result decode_anthropic_message(std::string_view body, std::vector<stream
     od::object block;
     std::string_view block_type;
     if (block_result.get_object().get(block) ||
-        block.find_field_unordered("type").get(block_type)) {
+        block.find_field_unordered(an::type).get(block_type)) {
       return malformed("a content block has no type");
     }
-    if (block_type == "text") {
+    if (block_type == an::text_block) {
       std::string_view text;
-      if (block.find_field_unordered("text").get(text)) {
+      if (block.find_field_unordered(an::text).get(text)) {
         return malformed("a text block has no text");
       }
       auto& e = out.emplace_back();
       e.type = stream_event::kind::text_delta;
       e.text.assign(text);
-    } else if (block_type == "thinking") {
+    } else if (block_type == an::thinking_block) {
       std::string_view text;
-      if (!block.find_field_unordered("thinking").get(text)) {
+      if (!block.find_field_unordered(an::thinking).get(text)) {
         auto& e = out.emplace_back();
         e.type = stream_event::kind::reasoning_delta;
         e.text.assign(text);
       } else if (abandoned(doc)) {
         return malformed("a thinking block is not valid JSON");
       }
-    } else if (block_type == "tool_use") {
+    } else if (block_type == an::tool_use_block) {
       std::string_view id;
       std::string_view name;
       od::value input;
-      if (block.find_field_unordered("id").get(id) ||
-          block.find_field_unordered("name").get(name) ||
-          block.find_field_unordered("input").get(input)) {
+      if (block.find_field_unordered(an::id).get(id) ||
+          block.find_field_unordered(an::name).get(name) ||
+          block.find_field_unordered(an::input).get(input)) {
         return malformed("a tool_use block lacks id, name or input");
       }
       std::string_view raw;
@@ -1391,7 +1428,7 @@ decode_result decode_anthropic_message(std::string_view body, std::vector<stream
     ++index;
   }
   std::string_view stop;
-  if (!root.find_field_unordered("stop_reason").get(stop)) {
+  if (!root.find_field_unordered(an::stop_reason).get(stop)) {
     auto& e = out.emplace_back();
     e.type = stream_event::kind::finish;
     e.reason = parse_anthropic_stop(stop);
@@ -1399,7 +1436,7 @@ decode_result decode_anthropic_message(std::string_view body, std::vector<stream
     return malformed("the answer is not valid JSON: " + excerpt(body));
   }
   od::object usage;
-  if (!root.find_field_unordered("usage").get_object().get(usage)) {
+  if (!root.find_field_unordered(an::usage).get_object().get(usage)) {
     token_usage counts;
     if (read_anthropic_usage(usage, counts)) {
       auto& e = out.emplace_back();
@@ -1420,14 +1457,14 @@ tl::expected<std::vector<std::string>, provider_error> parse_model_list(std::str
   od::object root;
   od::array data;
   if (scratch.iterate(body).get(doc) || doc.get_object().get(root) ||
-      root.find_field_unordered("data").get_array().get(data)) {
+      root.find_field_unordered(oa::data).get_array().get(data)) {
     return malformed("the model list is not {\"data\":[…]}: " + excerpt(body));
   }
   std::vector<std::string> ids;
   for (auto item : data) {
     od::object obj;
     std::string_view id;
-    if (item.get_object().get(obj) || obj.find_field_unordered("id").get(id)) {
+    if (item.get_object().get(obj) || obj.find_field_unordered(oa::id).get(id)) {
       return malformed("a model entry has no id");
     }
     ids.emplace_back(id);

@@ -72,9 +72,9 @@ inline actors::run_event_sink::behavior_type event_recorder(std::shared_ptr<even
   }};
 }
 
-inline net::mock_llm_options script(std::string_view json) {
-  net::mock_llm_options options;
-  auto rules = net::parse_mock_script(json);
+inline mock::mock_llm_options script(std::string_view json) {
+  mock::mock_llm_options options;
+  auto rules = mock::parse_mock_script(json);
   if (!rules) {
     throw std::runtime_error(rules.error().message);
   }

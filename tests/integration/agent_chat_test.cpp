@@ -35,11 +35,11 @@ std::string slurp(const std::filesystem::path& p) {
 
 TEST_CASE("troupe chat --agent runs the agent with its tools, answer to stdout, steps to stderr",
           "[integration][agent_chat]") {
-  auto rules = net::parse_mock_script(R"([
+  auto rules = mock::parse_mock_script(R"([
     {"match":{"call":1},"reply":{"tool_calls":[{"name":"ls","arguments":{}}]}},
     {"match":{"call":2},"reply":{"text":"Your workspace holds notes.txt."}}])");
   REQUIRE(rules);
-  net::mock_llm_options options;
+  mock::mock_llm_options options;
   options.rules = std::move(*rules);
   test::mock_llm_fixture mock(std::move(options));
   storage::testing::temp_dir dir;

@@ -264,7 +264,7 @@ TEST_CASE("provider secrets are write-only", "[integration][api]") {
 }
 
 TEST_CASE("a provider's models are fetched from the provider", "[integration][api]") {
-  troupe::net::mock_llm_options options;
+  troupe::mock::mock_llm_options options;
   options.model = "mock-model-7";
   mock_llm_fixture llm(options);
   api_server s;

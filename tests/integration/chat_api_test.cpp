@@ -16,7 +16,7 @@
 #include "net/mock_llm_fixture.hpp"
 #include "support/api_server.hpp"
 #include "support/raw_http.hpp"
-#include "troupe/net/mock_llm_server.hpp"
+#include "troupe/mock/mock_llm_server.hpp"
 #include "troupe/runtime/json_writer.hpp"
 
 using namespace troupe::test;
@@ -34,7 +34,7 @@ std::string slow_words() {
 
 // The script: "make a file" writes report.csv then answers; "slow" streams 60 words 30 ms
 // apart; anything else gets mock-llm's default text.
-troupe::net::mock_llm_options scripted_mock() {
+troupe::mock::mock_llm_options scripted_mock() {
   const auto script = R"([
     {"match": {"user": "make a file", "has_tool_result": false},
      "reply": {"tool_calls": [{"name": "write",
@@ -44,8 +44,8 @@ troupe::net::mock_llm_options scripted_mock() {
     {"match": {"user": "slow"}, "reply": {"text": ")" +
                       slow_words() + R"("}, "token_delay_ms": 30}
   ])";
-  troupe::net::mock_llm_options o;
-  auto rules = troupe::net::parse_mock_script(script);
+  troupe::mock::mock_llm_options o;
+  auto rules = troupe::mock::parse_mock_script(script);
   REQUIRE(rules);
   o.rules = std::move(*rules);
   return o;
@@ -520,8 +520,8 @@ TEST_CASE("a data task end to end: CSV in, totals CSV and PNG chart out and down
   script.key("reply").begin_object().key("text").value(
       "The totals by region are in totals.csv, with a bar chart in totals.png.");
   script.end_object().end_object().end_array();
-  troupe::net::mock_llm_options options;
-  auto rules = troupe::net::parse_mock_script(std::move(script).str());
+  troupe::mock::mock_llm_options options;
+  auto rules = troupe::mock::parse_mock_script(std::move(script).str());
   REQUIRE(rules);
   options.rules = std::move(*rules);
   mock_llm_fixture mock(std::move(options));

@@ -20,7 +20,7 @@
 #include "net/mock_llm_fixture.hpp"
 #include "support/api_server.hpp"
 #include "support/raw_http.hpp"
-#include "troupe/net/mock_llm_server.hpp"
+#include "troupe/mock/mock_llm_server.hpp"
 #include "troupe/runtime/json_writer.hpp"
 
 using namespace troupe::test;
@@ -34,7 +34,7 @@ std::string haystack() {
   return std::string(30, 'a') + "b\n" + std::string(20'000, 'a') + "b\n";
 }
 
-troupe::net::mock_llm_options hostile_mock() {
+troupe::mock::mock_llm_options hostile_mock() {
   troupe::json_writer write_args;
   write_args.begin_object().key("path").value("hay.txt").key("content").value(haystack());
   write_args.end_object();
@@ -54,8 +54,8 @@ troupe::net::mock_llm_options hostile_mock() {
     {"match": {"has_tool_result": true, "prompt": "hostile"},
      "reply": {"text": "the tools answered without saying why"}}
   ])";
-  troupe::net::mock_llm_options o;
-  auto rules = troupe::net::parse_mock_script(script);
+  troupe::mock::mock_llm_options o;
+  auto rules = troupe::mock::parse_mock_script(script);
   REQUIRE(rules);
   o.rules = std::move(*rules);
   return o;

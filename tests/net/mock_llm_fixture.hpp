@@ -14,7 +14,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
-#include "troupe/net/mock_llm_server.hpp"
+#include "troupe/mock/mock_llm_server.hpp"
 
 namespace troupe::test {
 
@@ -22,8 +22,8 @@ namespace asio = boost::asio;
 
 class mock_llm_fixture {
 public:
-  explicit mock_llm_fixture(net::mock_llm_options options = {}) {
-    server_ = std::make_unique<net::mock_llm_server>(io_, std::move(options));
+  explicit mock_llm_fixture(mock::mock_llm_options options = {}) {
+    server_ = std::make_unique<mock::mock_llm_server>(io_, std::move(options));
     auto bound = server_->listen({"127.0.0.1", 0});
     if (!bound) {
       throw std::runtime_error(bound.error().message);
@@ -46,13 +46,13 @@ public:
   std::uint16_t port() const {
     return port_;
   }
-  net::mock_llm_stats stats() const {
+  mock::mock_llm_stats stats() const {
     return server_->stats();
   }
 
 private:
   asio::io_context io_;
-  std::unique_ptr<net::mock_llm_server> server_;
+  std::unique_ptr<mock::mock_llm_server> server_;
   std::thread thread_;
   std::uint16_t port_ = 0;
 };

@@ -14,6 +14,7 @@
 
 using namespace troupe;
 using namespace troupe::net;
+using namespace troupe::mock;
 using namespace std::chrono_literals;
 using troupe::test::mock_llm_fixture;
 using troupe::test::run_until_done;

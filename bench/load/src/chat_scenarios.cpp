@@ -81,7 +81,7 @@ std::string agent_fixture_path(const scenario_options& o) {
                                  : o.agent_fixture;
 }
 
-expected<net::mock_llm_options> chat_mock_options(const scenario_options& o, bool agent_script) {
+expected<mock::mock_llm_options> chat_mock_options(const scenario_options& o, bool agent_script) {
   std::string script(bench_rules);
   if (agent_script) {
     const auto path = agent_script_path(o);
@@ -92,11 +92,11 @@ expected<net::mock_llm_options> chat_mock_options(const scenario_options& o, boo
     }
     script += read_file(path);
   }
-  auto rules = net::parse_mock_script(script);
+  auto rules = mock::parse_mock_script(script);
   if (!rules) {
     return tl::unexpected(rules.error());
   }
-  net::mock_llm_options options;
+  mock::mock_llm_options options;
   options.rules = std::move(*rules);
   return options;
 }

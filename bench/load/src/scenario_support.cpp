@@ -7,8 +7,8 @@ namespace troupe::bench::detail {
 
 namespace asio = boost::asio;
 
-local_mock::local_mock(net::mock_llm_options options) {
-  server_ = std::make_unique<net::mock_llm_server>(io_, std::move(options));
+local_mock::local_mock(mock::mock_llm_options options) {
+  server_ = std::make_unique<mock::mock_llm_server>(io_, std::move(options));
 }
 
 local_mock::~local_mock() {
@@ -29,7 +29,7 @@ expected<std::string> local_mock::start() {
   return fmt::format("http://127.0.0.1:{}", bound->port);
 }
 
-net::mock_llm_stats local_mock::stats() const {
+mock::mock_llm_stats local_mock::stats() const {
   return server_->stats();
 }
 

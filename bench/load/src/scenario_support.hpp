@@ -17,8 +17,8 @@
 #include "troupe/bench/report.hpp"
 #include "troupe/bench/scenarios.hpp"
 #include "troupe/bench/troupe_server.hpp"
+#include "troupe/mock/mock_llm_server.hpp"
 #include "troupe/net/http_client.hpp"
-#include "troupe/net/mock_llm_server.hpp"
 
 namespace troupe::bench::detail {
 
@@ -32,7 +32,7 @@ inline constexpr std::string_view tool_agent_name = "bench-agent";
 /// A mock-llm on its own io thread, for runs without --target.
 class local_mock {
 public:
-  explicit local_mock(net::mock_llm_options options = {});
+  explicit local_mock(mock::mock_llm_options options = {});
   ~local_mock();
   local_mock(const local_mock&) = delete;
   local_mock& operator=(const local_mock&) = delete;
@@ -40,11 +40,11 @@ public:
   /// Binds 127.0.0.1:0 and starts serving; returns http://127.0.0.1:PORT.
   expected<std::string> start();
   /// Thread-safe counters.
-  net::mock_llm_stats stats() const;
+  mock::mock_llm_stats stats() const;
 
 private:
   boost::asio::io_context io_{1};
-  std::unique_ptr<net::mock_llm_server> server_;
+  std::unique_ptr<mock::mock_llm_server> server_;
   std::thread thread_;
 };
 

@@ -22,8 +22,8 @@
 #include "troupe/bench/loopback.hpp"
 #include "troupe/bench/process_stats.hpp"
 #include "troupe/bench/troupe_server.hpp"
+#include "troupe/mock/mock_llm_server.hpp"
 #include "troupe/net/http_client.hpp"
-#include "troupe/net/mock_llm_server.hpp"
 #include "troupe/net/sse_parser.hpp"
 
 namespace troupe::bench {
@@ -539,7 +539,7 @@ expected<void> run_model_scenario(const scenario_options& o, bench_report& repor
   const unsigned tokens = o.tokens ? o.tokens : (stream ? (o.fire_hose ? 1024 : 64) : 16);
   // troupe calls the mock without the bench's X-Mock-* headers, so the mock's own
   // defaults are set to what the headers ask for: both paths get the same answer.
-  net::mock_llm_options mock_options;
+  mock::mock_llm_options mock_options;
   mock_options.tokens = tokens;
   mock_options.token_delay_ms = delay;
   local_mock mock(std::move(mock_options));

@@ -161,6 +161,11 @@ finish_reason parse_openai_finish(std::string_view word) noexcept;
 /// Maps Anthropic's stop_reason words (end_turn, stop_sequence, max_tokens, tool_use,
 /// refusal, pause_turn) to `finish_reason`.
 finish_reason parse_anthropic_stop(std::string_view word) noexcept;
+/// The word OpenAI sends for `r` (the inverse of parse_openai_finish; `other` is "other").
+std::string_view openai_finish_word(finish_reason r) noexcept;
+/// The word Anthropic sends for `r` (the inverse of parse_anthropic_stop; `other` is
+/// "pause_turn").
+std::string_view anthropic_stop_word(finish_reason r) noexcept;
 
 /// The simdjson kernel the decoders were compiled for ("westmere", "haswell", "fallback").
 std::string_view json_kernel_name() noexcept;

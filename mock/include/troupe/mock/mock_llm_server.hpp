@@ -24,86 +24,29 @@
 ///
 /// `GET /_mock/stats` reports request counts and open connections as JSON;
 /// `GET /v1/models` lists the mock model.
+///
+/// Every answer is written with troupe_net's wire encoders (wire_encode.hpp), the
+/// counterparts of the decoders troupe reads providers with: the mock cannot speak a
+/// dialect of its own. The library is split by subject: script.hpp (rules, knobs,
+/// faults), src/answer_plan (what to answer), src/answer_encoding (the answer as wire
+/// events and bodies), src/mock_llm_server.cpp (routes, pacing, faults, counters).
 
-#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
-#include <optional>
 #include <string>
-#include <string_view>
 #include <vector>
 
 #include <boost/asio/io_context.hpp>
 
+#include "troupe/mock/script.hpp"
 #include "troupe/net/http_server.hpp"
-#include "troupe/runtime/chat.hpp"
 #include "troupe/runtime/error.hpp"
+#include "troupe/runtime/metrics.hpp"
 #include "troupe/runtime/settings.hpp"
 
-namespace troupe::net {
-
-/// Pacing and size of an answer. Unset fields fall back to the next level
-/// (header > rule > server default).
-struct mock_knobs {
-  std::optional<unsigned> tokens;
-  std::optional<unsigned> ttft_ms;
-  std::optional<unsigned> token_delay_ms;
-  std::optional<unsigned> chunk_tokens;
-  /// Bytes per tool-argument fragment (how finely tool calls are split).
-  std::optional<unsigned> argument_fragment_bytes;
-};
-
-/// An injected failure.
-struct mock_fault {
-  enum class kind { none, rate_limit, server_error, auth, reset, malformed, stall, no_done, split };
-  kind type = kind::none;
-  /// rate_limit: the retry-after value in seconds.
-  unsigned retry_after_s = 1;
-  /// reset, malformed, stall: after how many chunks.
-  unsigned after_chunks = 2;
-  /// stall: how long.
-  unsigned stall_ms = 0;
-  /// split: piece size in bytes.
-  unsigned split_bytes = 7;
-  /// Apply only while the call number is at most this (0: always).
-  unsigned until_call = 0;
-};
-
-/// Parses a fault spec such as "429:2", "reset:3", "stall:500:1", "split:5", "no-done".
-expected<mock_fault> parse_mock_fault(std::string_view spec);
-
-/// One scripted behaviour.
-struct mock_rule {
-  // -- match (all given conditions must hold) --
-  /// Substring the last user message must contain.
-  std::optional<std::string> user_contains;
-  /// Some message of the prompt (any role) contains this text.
-  std::optional<std::string> prompt_contains;
-  /// Whether the conversation must (or must not) contain a tool result.
-  std::optional<bool> has_tool_result;
-  /// The exact call number (1 = the server's first completion request).
-  std::optional<std::uint64_t> call;
-  /// Matches while the call number is at most this.
-  std::optional<std::uint64_t> max_call;
-  // -- answer --
-  /// The answer text, split into words as tokens; unset: the default text.
-  std::optional<std::string> text;
-  /// Tool calls to make (arguments as JSON text); ids are generated when empty.
-  std::vector<tool_call> tool_calls;
-  /// Overrides the finish reason (e.g. length, content_filter).
-  std::optional<finish_reason> finish;
-  mock_knobs knobs;
-  mock_fault fault;
-};
-
-/// Parses a script: a JSON array of rules, an object `{"rules":[…]}`, or JSONL (one
-/// rule per line). A rule: `{"match":{"user":"…","has_tool_result":bool,"call":N,
-/// "max_call":N}, "reply":{"text":"…","tool_calls":[{"name":"…","arguments":{…}}],
-/// "finish_reason":"…"}, "tokens":N, "ttft_ms":N, "token_delay_ms":N, "chunk_tokens":N,
-/// "fault":"spec"}`.
-expected<std::vector<mock_rule>> parse_mock_script(std::string_view text);
+namespace troupe::mock {
 
 /// Server configuration.
 struct mock_llm_options {
@@ -115,7 +58,7 @@ struct mock_llm_options {
   unsigned chunk_tokens = 1;
   unsigned argument_fragment_bytes = 8;
   std::string model = "mock-llm";
-  http_server_options server;
+  net::http_server_options server;
 };
 
 /// Counters for test assertions (also served at GET /_mock/stats).
@@ -137,7 +80,7 @@ struct mock_llm_stats {
 /// The mock server. Runs on the io_context it is given (any number of threads).
 class mock_llm_server {
 public:
-  mock_llm_server(asio::io_context& io, mock_llm_options options);
+  mock_llm_server(boost::asio::io_context& io, mock_llm_options options);
   ~mock_llm_server();
   mock_llm_server(const mock_llm_server&) = delete;
   mock_llm_server& operator=(const mock_llm_server&) = delete;
@@ -156,7 +99,7 @@ public:
 private:
   std::shared_ptr<state> state_;
   std::unique_ptr<metrics_registry> metrics_;
-  std::unique_ptr<http_server> server_;
+  std::unique_ptr<net::http_server> server_;
 };
 
-} // namespace troupe::net
+} // namespace troupe::mock
