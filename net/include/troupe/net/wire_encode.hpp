@@ -5,8 +5,8 @@
 /// chat.completion bodies, Anthropic Messages stream events and whole message bodies,
 /// and both providers' error objects. The counterpart of the decoders in
 /// provider_wire.hpp, sharing their member names and finish words (net/src/wire_names.hpp),
-/// so that anything written here decodes to the events it was written from. Used by the
-/// mock model server and usable by any server that speaks these formats. Pure functions.
+/// so that anything written here decodes to the events it was written from. For any server
+/// that speaks these formats (the scripted model of tests and the demo is one). Pure functions.
 
 #include <cstddef>
 #include <cstdint>
