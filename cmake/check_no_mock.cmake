@@ -2,18 +2,15 @@
 # file under DIR is named after the mock model server or mentions it, in code or comment.
 # troupe_net holds no test double: the mock model server is troupe_mock, in mock/, on top
 # of net (mock/README.md).
+include("${CMAKE_CURRENT_LIST_DIR}/lines_matching.cmake")
+troupe_lines_matching(troupe_mock_check_bad "${DIR}" "[Mm][Oo][Cc][Kk]")
 file(GLOB_RECURSE troupe_mock_check_files "${DIR}/*.hpp" "${DIR}/*.cpp" "${DIR}/*.h")
-set(troupe_mock_check_bad "")
 foreach(f IN LISTS troupe_mock_check_files)
   get_filename_component(name "${f}" NAME)
   string(TOLOWER "${name}" name)
   if(name MATCHES "mock")
     string(APPEND troupe_mock_check_bad "  ${f}: its name\n")
   endif()
-  file(STRINGS "${f}" lines REGEX "[Mm][Oo][Cc][Kk]")
-  foreach(line IN LISTS lines)
-    string(APPEND troupe_mock_check_bad "  ${f}: ${line}\n")
-  endforeach()
 endforeach()
 if(troupe_mock_check_bad)
   message(FATAL_ERROR "files under ${DIR} hold or mention the mock model server, which "

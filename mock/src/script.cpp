@@ -3,6 +3,7 @@
 #include <simdjson.h>
 
 #include "text_scan.hpp"
+#include "troupe/net/provider_wire.hpp"
 
 namespace troupe::mock {
 
@@ -84,15 +85,17 @@ expected<mock_rule> parse_rule(dom::element e) {
     out = static_cast<unsigned>(n);
     return true;
   };
+  const auto string_field = [](dom::object o, std::string_view key,
+                               std::optional<std::string>& out) {
+    std::string_view s;
+    if (!o.at_key(key).get_string().get(s)) {
+      out = std::string(s);
+    }
+  };
   dom::object match;
   if (!obj.at_key("match").get_object().get(match)) {
-    std::string_view s;
-    if (!match.at_key("user").get_string().get(s)) {
-      rule.user_contains = std::string(s);
-    }
-    if (!match.at_key("prompt").get_string().get(s)) {
-      rule.prompt_contains = std::string(s);
-    }
+    string_field(match, "user", rule.user_contains);
+    string_field(match, "prompt", rule.prompt_contains);
     bool b = false;
     if (!match.at_key("has_tool_result").get_bool().get(b)) {
       rule.has_tool_result = b;
@@ -107,22 +110,16 @@ expected<mock_rule> parse_rule(dom::element e) {
   }
   dom::object reply;
   if (!obj.at_key("reply").get_object().get(reply)) {
+    string_field(reply, "text", rule.text);
     std::string_view s;
-    if (!reply.at_key("text").get_string().get(s)) {
-      rule.text = std::string(s);
-    }
     if (!reply.at_key("finish_reason").get_string().get(s)) {
-      if (s == "stop") {
-        rule.finish = finish_reason::stop;
-      } else if (s == "length") {
-        rule.finish = finish_reason::length;
-      } else if (s == "content_filter") {
-        rule.finish = finish_reason::content_filter;
-      } else if (s == "tool_calls") {
-        rule.finish = finish_reason::tool_calls;
-      } else {
+      // OpenAI's canonical words, read with the wire's own table; "other" is no word a
+      // script may ask for.
+      const auto reason = net::parse_openai_finish(s);
+      if (reason == finish_reason::other || net::openai_finish_word(reason) != s) {
         return fail(errc::invalid_argument, "unknown finish_reason '" + std::string(s) + "'");
       }
+      rule.finish = reason;
     }
     dom::array calls;
     if (!reply.at_key("tool_calls").get_array().get(calls)) {

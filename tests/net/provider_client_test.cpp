@@ -508,3 +508,25 @@ TEST_CASE("mock-llm scripts match on user text, tool results and call number", "
   CHECK_FALSE(parse_mock_script(R"([{"fault":"explode"}])"));
   CHECK(parse_mock_script(R"({"rules":[{"reply":{"text":"a"}}]})"));
 }
+
+TEST_CASE("a mock-llm script names a finish reason with OpenAI's four words and no other",
+          "[net][mock]") {
+  const auto finish_of = [](std::string_view word) {
+    return parse_mock_script(R"([{"reply":{"text":"a","finish_reason":")" + std::string(word) +
+                             R"("}}])");
+  };
+  for (const auto& [word, reason] : std::vector<std::pair<std::string_view, finish_reason>>{
+           {"stop", finish_reason::stop},
+           {"length", finish_reason::length},
+           {"tool_calls", finish_reason::tool_calls},
+           {"content_filter", finish_reason::content_filter}}) {
+    const auto rules = finish_of(word);
+    REQUIRE(rules);
+    CHECK(rules->at(0).finish == reason);
+  }
+  for (const auto word : {"other", "function_call", "end_turn", "done"}) {
+    const auto rules = finish_of(word);
+    REQUIRE_FALSE(rules);
+    CHECK(rules.error().message == "unknown finish_reason '" + std::string(word) + "'");
+  }
+}

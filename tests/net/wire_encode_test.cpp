@@ -90,6 +90,16 @@ completion sample_answer() {
   return c;
 }
 
+/// Checks that `got` carries everything `want` does: text, reasoning, tool calls, usage and
+/// finish reason.
+void check_same_answer(const completion& got, const completion& want) {
+  CHECK(got.text == want.text);
+  CHECK(got.reasoning == want.reasoning);
+  CHECK(got.tool_calls == want.tool_calls);
+  CHECK(got.usage == want.usage);
+  CHECK(got.finish == want.finish);
+}
+
 } // namespace
 
 TEST_CASE("an encoded OpenAI stream decodes to the events it was written from, tool-call "
@@ -125,12 +135,7 @@ TEST_CASE("an encoded OpenAI stream decodes to the events it was written from, t
   };
   CHECK(got.events == expected);
   CHECK(got.done);
-  const auto want = sample_answer();
-  CHECK(got.answer.text == want.text);
-  CHECK(got.answer.reasoning == want.reasoning);
-  CHECK(got.answer.tool_calls == want.tool_calls);
-  CHECK(got.answer.usage == want.usage);
-  CHECK(got.answer.finish == want.finish);
+  check_same_answer(got.answer, sample_answer());
 }
 
 TEST_CASE("an OpenAI chunk carries several tool-call fragments and vendor extensions at once",
@@ -200,11 +205,7 @@ TEST_CASE("an encoded Anthropic stream decodes to the events it was written from
   };
   CHECK(got.events == expected);
   CHECK(got.done);
-  const auto want = sample_answer();
-  CHECK(got.answer.text == want.text);
-  CHECK(got.answer.reasoning == want.reasoning);
-  CHECK(got.answer.tool_calls == want.tool_calls);
-  CHECK(got.answer.usage == want.usage);
+  check_same_answer(got.answer, sample_answer());
 }
 
 TEST_CASE("whole answers encoded on either wire decode back to the same completion",
@@ -213,12 +214,7 @@ TEST_CASE("whole answers encoded on either wire decode back to the same completi
   for (const auto wire : {wire_format::openai, wire_format::anthropic}) {
     const auto body = wire == wire_format::openai ? encode_openai_completion(openai_id, want)
                                                   : encode_anthropic_message(anthropic_id, want);
-    const auto got = decode_whole(body, wire);
-    CHECK(got.text == want.text);
-    CHECK(got.reasoning == want.reasoning);
-    CHECK(got.tool_calls == want.tool_calls);
-    CHECK(got.usage == want.usage);
-    CHECK(got.finish == want.finish);
+    check_same_answer(decode_whole(body, wire), want);
   }
 }
 
