@@ -15,11 +15,11 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <simdjson.h>
 
 #include "run_state.hpp"
 #include "sub_agent_policy.hpp"
 #include "troupe/actors/tool_call.hpp"
+#include "troupe/runtime/json_object.hpp"
 #include "troupe/runtime/json_writer.hpp"
 #include "troupe/tools/control_tools.hpp"
 
@@ -34,17 +34,11 @@ void settle(call_slot& slot, tools::tool_result result, harness::tool_status sta
 namespace {
 
 std::string string_field(std::string_view json, std::string_view key) {
-  simdjson::dom::parser parser;
-  simdjson::padded_string buffer(json);
-  simdjson::dom::element root;
-  if (parser.parse(buffer).get(root) != simdjson::SUCCESS) {
+  auto object = json_object::parse(json);
+  if (!object) {
     return {};
   }
-  std::string_view value;
-  if (root[key].get_string().get(value) != simdjson::SUCCESS) {
-    return {};
-  }
-  return std::string(value);
+  return object->text(key).value_or(std::nullopt).value_or(std::string());
 }
 
 const tools::argument_schema* schema_for(run_self self, const tools::tool_descriptor& d) {

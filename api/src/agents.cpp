@@ -15,18 +15,6 @@ namespace troupe::api {
 
 namespace {
 
-namespace asio = boost::asio;
-using detail::error_response;
-using detail::json_body;
-using detail::not_found;
-using detail::one_answer;
-using detail::page_answer;
-using detail::parse_id;
-using detail::read;
-using detail::store;
-using net::http_response;
-using net::request_context;
-
 void write_agent(json_writer& w, const storage::agent_record& a) {
   w.begin_object();
   w.key("id").value(a.uuid);
@@ -102,7 +90,7 @@ http_response check_agent_provider(const state_ptr& state, const storage::agent_
 
 asio::awaitable<http_response> list_agents(state_ptr state, request_context& ctx) {
   storage::page p;
-  if (auto bad = detail::read_page(ctx.request(), p)) {
+  if (auto bad = read_page(ctx.request(), p)) {
     co_return *bad;
   }
   auto rows = read(state, [&](auto& c) { return storage::list_agents(c, p); });

@@ -224,7 +224,7 @@ bootstrap_admin(storage::connection& writer, const std::filesystem::path& data_d
     }
     // Written before the commit: if the file cannot be written, no token exists that
     // nobody knows.
-    return detail::write_private_file(path, minted->token + "\n");
+    return write_private_file(path, minted->token + "\n");
   });
   if (!done) {
     return tl::unexpected(done.error());

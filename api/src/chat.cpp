@@ -25,11 +25,7 @@
 
 namespace troupe::api {
 
-namespace detail {
-
 namespace {
-
-namespace asio = boost::asio;
 
 std::string storage_status(storage::run_status s) {
   return std::string(storage::to_string(s));
@@ -198,15 +194,7 @@ std::string run_outcome_json(const api_state& state, const std::string& conversa
   return std::move(w).str();
 }
 
-} // namespace detail
-
 namespace {
-
-namespace asio = boost::asio;
-using detail::json_body;
-using detail::no_chat;
-using net::http_response;
-using net::request_context;
 
 constexpr std::size_t max_attachments = 20;
 
@@ -275,7 +263,7 @@ asio::awaitable<expected<started_chat>> start_chat(state_ptr state, request_cont
   json_body body(ctx.request().body);
   body.only({"agent", "message", "conversation_id", "files"});
   auto agent_name = body.text("agent", false, 256);
-  auto message = body.text("message", true, detail::max_message_bytes);
+  auto message = body.text("message", true, max_message_bytes);
   auto conversation_id = body.text("conversation_id", false, 128);
   std::vector<std::string> file_ids;
   if (auto files = body.element("files")) {
@@ -323,7 +311,7 @@ asio::awaitable<expected<started_chat>> start_chat(state_ptr state, request_cont
     auto owner_agent = state->reads->with(
         [&](storage::connection& c) { return storage::find_agent(c, conversation.agent_id); });
     if (!owner_agent) {
-      answer = detail::error_response(owner_agent.error());
+      answer = error_response(owner_agent.error());
       co_return tl::unexpected(owner_agent.error());
     }
     if (caller.agent_id && *caller.agent_id != owner_agent->id) {
@@ -339,15 +327,15 @@ asio::awaitable<expected<started_chat>> start_chat(state_ptr state, request_cont
     }
     agent = std::move(*owner_agent);
   } else {
-    auto found = detail::chat_agent(*state, caller, agent_name.value_or(""), answer);
+    auto found = chat_agent(*state, caller, agent_name.value_or(""), answer);
     if (!found) {
       co_return tl::unexpected(found.error());
     }
     agent = std::move(*found);
-    auto pending = detail::new_conversation(state, caller, *agent, *message, {});
+    auto pending = new_conversation(state, caller, *agent, *message, {});
     auto created = co_await std::move(pending);
     if (!created) {
-      answer = detail::error_response(created.error());
+      answer = error_response(created.error());
       co_return tl::unexpected(created.error());
     }
     conversation = std::move(*created);
@@ -356,18 +344,18 @@ asio::awaitable<expected<started_chat>> start_chat(state_ptr state, request_cont
   if (!attached) {
     co_return tl::unexpected(attached.error());
   }
-  const bool demo = detail::is_demo_agent(*state, *agent);
+  const bool demo = is_demo_agent(*state, *agent);
   actors::chat_submission submission;
   submission.user_id = caller.user_id;
   submission.conversation = conversation;
   submission.text = std::move(*message) + *attached;
   submission.final_data = [state, id = conversation.uuid, demo](const actors::run_result& r) {
-    return detail::run_outcome_json(*state, id, demo, r);
+    return run_outcome_json(*state, id, demo, r);
   };
   auto pending = state->chat->submit(std::move(submission));
   auto run = co_await std::move(pending);
   if (!run) {
-    answer = detail::error_response(run.error());
+    answer = error_response(run.error());
     co_return tl::unexpected(run.error());
   }
   co_return started_chat{std::move(*run), std::move(*agent), demo};
@@ -383,7 +371,7 @@ begin_chat(state_ptr state, request_context& ctx, api_caller caller) {
   auto pending = start_chat(state, ctx, caller, answer);
   auto started = co_await std::move(pending);
   if (!started) {
-    co_return answer ? std::move(*answer) : detail::error_response(started.error());
+    co_return answer ? std::move(*answer) : error_response(started.error());
   }
   co_return std::move(*started);
 }
@@ -395,7 +383,7 @@ asio::awaitable<http_response> chat(state_ptr state, request_context& ctx, api_c
     co_return std::move(*refused);
   }
   auto* started = &std::get<started_chat>(begun);
-  auto waiting = detail::await_run(*state, ctx, started->agent, started->run);
+  auto waiting = await_run(*state, ctx, started->agent, started->run);
   auto result = co_await std::move(waiting);
   if (!result) {
     co_return http_response::error(
@@ -403,7 +391,7 @@ asio::awaitable<http_response> chat(state_ptr state, request_context& ctx, api_c
         fmt::format("run {} did not end in time: {}", started->run.run_id, result.error().message));
   }
   co_return http_response::json(
-      200, detail::run_outcome_json(*state, started->run.conversation_id, started->demo, *result));
+      200, run_outcome_json(*state, started->run.conversation_id, started->demo, *result));
 }
 
 asio::awaitable<http_response> chat_stream(state_ptr state, request_context& ctx,
@@ -417,7 +405,7 @@ asio::awaitable<http_response> chat_stream(state_ptr state, request_context& ctx
   auto stream = ctx.begin_sse({{"X-Troupe-Run-Id", started->run.run_id},
                                {"X-Troupe-Conversation-Id", started->run.conversation_id}});
   // A client that leaves /chat/stream cancels its run (a durable run is POST /runs).
-  state->chat->follow(started->run, 0, stream, detail::native_sse, true);
+  state->chat->follow(started->run, 0, stream, native_sse, true);
   co_return http_response{};
 }
 

@@ -16,7 +16,7 @@
 #include "troupe/net/http_server.hpp"
 #include "troupe/runtime/chat.hpp"
 
-namespace troupe::api::detail {
+namespace troupe::api {
 
 /// The agent named by `agent` (name or uuid) that `caller` may chat with; on failure the
 /// HTTP answer (404 unknown, 403 for an agent-scoped token naming another agent).
@@ -55,4 +55,4 @@ std::string native_sse(const actors::journal_entry& e);
 /// 503: no chat service.
 net::http_response no_chat();
 
-} // namespace troupe::api::detail
+} // namespace troupe::api

@@ -14,18 +14,6 @@ namespace troupe::api {
 
 namespace {
 
-namespace asio = boost::asio;
-using detail::error_response;
-using detail::json_body;
-using detail::not_found;
-using detail::one_answer;
-using detail::page_answer;
-using detail::parse_id;
-using detail::read;
-using detail::store;
-using net::http_response;
-using net::request_context;
-
 void write_conversation(json_writer& w, const storage::conversation_record& c) {
   w.begin_object();
   w.key("id").value(c.uuid);
@@ -99,7 +87,7 @@ own_conversation(const state_ptr& state, request_context& ctx, const api_caller&
 asio::awaitable<http_response> list_conversations(state_ptr state, request_context& ctx,
                                                   api_caller caller) {
   storage::page p;
-  if (auto bad = detail::read_page(ctx.request(), p)) {
+  if (auto bad = read_page(ctx.request(), p)) {
     co_return *bad;
   }
   auto rows =
@@ -128,42 +116,41 @@ asio::awaitable<http_response> conversation_messages(state_ptr state, request_co
     co_return not_found("conversation");
   }
   storage::page p;
-  if (auto bad = detail::read_page(ctx.request(), p)) {
+  if (auto bad = read_page(ctx.request(), p)) {
     co_return *bad;
   }
-  auto all = read(state, [&](auto& c) { return storage::list_messages(c, conv->id); });
-  if (!all) {
-    co_return error_response(all.error());
+  auto window = read(state, [&](auto& c) { return storage::list_messages_page(c, conv->id, p); });
+  auto total = read(state, [&](auto& c) { return storage::count_messages(c, conv->id); });
+  if (!window || !total) {
+    co_return error_response(!window ? window.error() : total.error());
   }
-  const auto total = static_cast<std::int64_t>(all->size());
-  const auto from = std::min(p.offset, total);
-  const auto to = std::min(from + p.limit, total);
-  std::vector<storage::message_record> window(all->begin() + from, all->begin() + to);
   // `?steps=true`: each run's steps on its final answer.
   const bool with_steps = ctx.request().query_param("steps") == "true";
   std::map<storage::row_id, run_view> runs;
-  for (const auto& m : *all) {
+  for (const auto& m : *window) {
     if (!m.run_id) {
       continue;
     }
     auto [it, added] = runs.try_emplace(*m.run_id);
-    if (added) {
-      auto run = read(state, [&](auto& c) { return storage::find_run(c, *m.run_id); });
-      it->second.uuid = run ? run->uuid : std::string();
-      if (with_steps) {
-        auto steps = read(state, [&](auto& c) { return storage::list_steps(c, *m.run_id); });
-        if (steps) {
-          it->second.steps = std::move(*steps);
-        }
+    if (!added) {
+      continue;
+    }
+    auto run = read(state, [&](auto& c) { return storage::find_run(c, *m.run_id); });
+    it->second.uuid = run ? run->uuid : std::string();
+    if (with_steps) {
+      // The final answer may be past this page; then no message here carries the steps.
+      auto final_id = read(state, [&](auto& c) { return storage::final_answer_id(c, *m.run_id); });
+      it->second.final_message = final_id.value_or(0);
+      auto steps = read(state, [&](auto& c) { return storage::list_steps(c, *m.run_id); });
+      if (steps) {
+        it->second.steps = std::move(*steps);
       }
     }
-    if (m.role == "assistant" && m.tool_calls_json.empty()) {
-      it->second.final_message = m.id;
-    }
   }
-  co_return page_answer(window, total, p, [&](json_writer& w, const storage::message_record& m) {
-    write_message(w, m, &runs, with_steps);
-  });
+  co_return page_answer(*window, total->count, p,
+                        [&](json_writer& w, const storage::message_record& m) {
+                          write_message(w, m, &runs, with_steps);
+                        });
 }
 
 asio::awaitable<http_response> delete_conversation(state_ptr state, request_context& ctx,

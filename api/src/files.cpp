@@ -29,10 +29,6 @@ namespace troupe::api {
 
 namespace {
 
-namespace asio = boost::asio;
-using net::http_response;
-using net::request_context;
-
 // One part of a multipart/form-data body.
 struct form_part {
   std::string name;
@@ -217,7 +213,7 @@ asio::awaitable<http_response> upload_file(state_ptr state, request_context& ctx
   }
   auto parts = parse_multipart(request.header("Content-Type"), request.body);
   if (!parts) {
-    co_return detail::error_response(parts.error());
+    co_return error_response(parts.error());
   }
   const form_part* file = nullptr;
   for (const auto& p : *parts) {
@@ -246,18 +242,17 @@ asio::awaitable<http_response> upload_file(state_ptr state, request_context& ctx
   auto stored = storage::store_file_bytes(dir, file->data);
   if (!stored) {
     ctx.log().error("upload failed: {}", stored.error().message);
-    co_return detail::error_response(stored.error());
+    co_return error_response(stored.error());
   }
   f.storage_path = "files/" + *stored;
   f.created_at = storage::now_millis();
   // Awaited as a named value: GCC 12 mishandles temporaries in co_await expressions.
-  auto pending =
-      detail::store(state, "store file", [f](auto& c) { return storage::insert_file(c, f); });
+  auto pending = store(state, "store file", [f](auto& c) { return storage::insert_file(c, f); });
   auto id = co_await std::move(pending);
   if (!id) {
     std::error_code ignored;
     std::filesystem::remove(dir / *stored, ignored);
-    co_return detail::error_response(id.error());
+    co_return error_response(id.error());
   }
   json_writer w;
   write_file(w, f, *state);
@@ -280,28 +275,18 @@ asio::awaitable<http_response> file_metadata(state_ptr state, request_context& c
 asio::awaitable<http_response> list_files(state_ptr state, request_context& ctx,
                                           api_caller caller) {
   storage::page p;
-  if (auto bad = detail::read_page(ctx.request(), p)) {
+  if (auto bad = read_page(ctx.request(), p)) {
     co_return *bad;
   }
-  auto all = state->reads->with(
-      [&](storage::connection& c) { return storage::list_files(c, caller.user_id); });
-  if (!all) {
-    co_return detail::error_response(all.error());
+  // Newest first.
+  auto rows = read(state, [&](auto& c) { return storage::list_files_page(c, caller.user_id, p); });
+  auto total = read(state, [&](auto& c) { return storage::count_files(c, caller.user_id); });
+  if (!rows || !total) {
+    co_return error_response(!rows ? rows.error() : total.error());
   }
-  // Newest first; the repository lists oldest first.
-  const auto total = static_cast<std::int64_t>(all->size());
-  json_writer w;
-  w.begin_object();
-  w.key("data").begin_array();
-  for (auto i = total - 1 - p.offset; i >= 0 && i > total - 1 - p.offset - p.limit; --i) {
-    write_file(w, (*all)[static_cast<std::size_t>(i)], *state);
-  }
-  w.end_array();
-  w.key("total").value(total);
-  w.key("limit").value(p.limit);
-  w.key("offset").value(p.offset);
-  w.end_object();
-  co_return http_response::json(200, std::move(w).str());
+  co_return page_answer(*rows, total->count, p, [&](json_writer& w, const storage::file_record& f) {
+    write_file(w, f, *state);
+  });
 }
 
 http_response file_content(const api_state& state, const storage::file_record& f) {
@@ -392,7 +377,7 @@ expected<std::string> load_link_secret(const std::filesystem::path& data_dir) {
     return tl::unexpected(bytes.error());
   }
   auto secret = to_hex(*bytes);
-  if (auto ok = detail::write_private_file(path, secret + "\n"); !ok) {
+  if (auto ok = write_private_file(path, secret + "\n"); !ok) {
     return tl::unexpected(ok.error());
   }
   return secret;

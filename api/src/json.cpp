@@ -7,35 +7,29 @@
 
 #include "troupe/runtime/crypto.hpp"
 
-namespace troupe::api::detail {
+namespace troupe::api {
 
-json_body::json_body(std::string_view text) : padded_(text) {
-  simdjson::dom::element root;
-  if (parser_.parse(padded_).get(root) != simdjson::SUCCESS) {
-    invalid("body", "is not valid JSON");
+json_body::json_body(std::string_view text) {
+  auto parsed = json_object::parse(text);
+  if (!parsed) {
+    record(parsed.error());
     return;
   }
-  if (root.get_object().get(object_) != simdjson::SUCCESS) {
-    invalid("body", "must be a JSON object");
-  }
+  object_.emplace(std::move(*parsed));
 }
 
-std::optional<simdjson::dom::element> json_body::get(std::string_view field) {
-  if (!ok()) {
-    return std::nullopt;
+std::nullopt_t json_body::record(const error& e) {
+  if (error_.empty()) {
+    error_ = e.message;
   }
-  simdjson::dom::element value;
-  if (object_.at_key(field).get(value) != simdjson::SUCCESS) {
-    return std::nullopt;
-  }
-  return value;
+  return std::nullopt;
 }
 
 void json_body::only(std::initializer_list<std::string_view> known) {
-  if (!ok()) {
+  if (!ok() || !object_) {
     return;
   }
-  for (auto [key, value] : object_) {
+  for (const auto key : object_->keys()) {
     if (std::find(known.begin(), known.end(), key) == known.end()) {
       invalid(key, "is not a known field");
       return;
@@ -43,73 +37,65 @@ void json_body::only(std::initializer_list<std::string_view> known) {
   }
 }
 
-bool json_body::has(std::string_view field) {
-  return get(field).has_value();
-}
-
 std::optional<std::string> json_body::text(std::string_view field, bool required,
                                            std::size_t max_size) {
-  auto value = get(field);
+  if (!ok() || !object_) {
+    return std::nullopt;
+  }
+  auto value = required ? object_->required_text(field, true).map([](std::string s) {
+    return std::optional<std::string>(std::move(s));
+  })
+                        : object_->text(field);
   if (!value) {
-    if (required) {
-      invalid(field, "is required");
-    }
-    return std::nullopt;
+    return record(value.error());
   }
-  std::string_view s;
-  if (value->get_string().get(s) != simdjson::SUCCESS) {
-    invalid(field, "must be a string");
-    return std::nullopt;
-  }
-  if (required && s.empty()) {
-    invalid(field, "must not be empty");
-    return std::nullopt;
-  }
-  if (s.size() > max_size) {
+  if (*value && (*value)->size() > max_size) {
     invalid(field, fmt::format("must be at most {} bytes", max_size));
     return std::nullopt;
   }
-  return std::string(s);
+  return std::move(*value);
 }
 
 std::optional<std::optional<std::int64_t>> json_body::integer(std::string_view field,
                                                               bool nullable) {
-  auto value = get(field);
+  if (!ok() || !object_) {
+    return std::nullopt;
+  }
+  const auto value = object_->element(field);
   if (!value) {
     return std::nullopt;
   }
   if (nullable && value->is_null()) {
     return std::optional<std::int64_t>{};
   }
-  std::int64_t n = 0;
-  if (value->get_int64().get(n) != simdjson::SUCCESS) {
+  auto n = object_->integer(field);
+  if (!n) {
     invalid(field, nullable ? "must be an integer or null" : "must be an integer");
     return std::nullopt;
   }
-  return std::optional<std::int64_t>{n};
+  return *n;
 }
 
 std::optional<std::string> json_body::string_array(std::string_view field) {
-  auto value = get(field);
+  if (!ok() || !object_) {
+    return std::nullopt;
+  }
+  const auto value = object_->element(field);
   if (!value) {
     return std::nullopt;
   }
-  simdjson::dom::array items;
-  if (value->get_array().get(items) != simdjson::SUCCESS) {
+  if (auto items = object_->text_list(field); !items) {
     invalid(field, "must be an array of strings");
     return std::nullopt;
-  }
-  for (auto item : items) {
-    if (!item.is_string()) {
-      invalid(field, "must be an array of strings");
-      return std::nullopt;
-    }
   }
   return simdjson::minify(*value);
 }
 
 std::optional<std::string> json_body::object(std::string_view field) {
-  auto value = get(field);
+  if (!ok() || !object_) {
+    return std::nullopt;
+  }
+  const auto value = object_->element(field);
   if (!value) {
     return std::nullopt;
   }
@@ -196,4 +182,4 @@ net::http_response error_response(const error& e) {
   }
 }
 
-} // namespace troupe::api::detail
+} // namespace troupe::api

@@ -14,18 +14,22 @@
 
 #include "troupe/net/http_message.hpp"
 #include "troupe/runtime/error.hpp"
+#include "troupe/runtime/json_object.hpp"
 #include "troupe/runtime/json_writer.hpp"
 #include "troupe/storage/repositories.hpp"
 
-namespace troupe::api::detail {
+namespace troupe::api {
 
-/// A parsed JSON object body. The first problem found is kept as "<field>: <what>".
+/// A parsed JSON object body (a `json_object`, null being a value). The first problem
+/// found is kept as "<field>: <what>", and a getter that finds one answers nullopt.
 class json_body {
 public:
   /// Parses `text`; a body that is not a JSON object is an error on field "body".
   explicit json_body(std::string_view text);
 
-  bool has(std::string_view field);
+  bool has(std::string_view field) const {
+    return object_ && object_->has(field);
+  }
   /// A string field; `required` missing fields are an error.
   std::optional<std::string> text(std::string_view field, bool required = false,
                                   std::size_t max_size = 64 * 1024);
@@ -39,8 +43,8 @@ public:
   /// Records every field not in `known` as a problem ("unknown field").
   void only(std::initializer_list<std::string_view> known);
   /// The element of `field`, when present (for shapes the helpers above do not cover).
-  std::optional<simdjson::dom::element> element(std::string_view field) {
-    return get(field);
+  std::optional<simdjson::dom::element> element(std::string_view field) const {
+    return object_ ? object_->element(field) : std::nullopt;
   }
 
   /// Records a validation problem (the first one wins).
@@ -52,10 +56,9 @@ public:
   net::http_response error_response() const;
 
 private:
-  std::optional<simdjson::dom::element> get(std::string_view field);
-  simdjson::dom::parser parser_;
-  simdjson::padded_string padded_;
-  simdjson::dom::object object_;
+  /// Keeps `e`'s message when it is the first problem; answers nullopt for the getters.
+  std::nullopt_t record(const error& e);
+  std::optional<json_object> object_;
   std::string error_;
 };
 
@@ -98,4 +101,4 @@ net::http_response one_answer(unsigned status, const Record& r, Write write_one)
   return net::http_response::json(status, std::move(w).str());
 }
 
-} // namespace troupe::api::detail
+} // namespace troupe::api

@@ -19,12 +19,6 @@ namespace troupe::api {
 
 namespace {
 
-namespace asio = boost::asio;
-using net::http_response;
-using net::request_context;
-
-using detail::max_message_bytes;
-
 http_response openai_error(unsigned status, std::string_view type, std::string_view message,
                            std::string_view param = {}) {
   json_writer w;
@@ -53,7 +47,7 @@ asio::awaitable<http_response> list_models(state_ptr state, api_caller caller) {
     auto all =
         state->reads->with([&](storage::connection& c) { return storage::list_agents(c, p); });
     if (!all) {
-      co_return detail::error_response(all.error());
+      co_return error_response(all.error());
     }
     agents = std::move(*all);
   }
@@ -349,7 +343,7 @@ asio::awaitable<http_response> completions(state_ptr state, request_context& ctx
     co_return std::move(*bad);
   }
   std::optional<http_response> answer;
-  auto agent = detail::chat_agent(*state, caller, in.model, answer);
+  auto agent = chat_agent(*state, caller, in.model, answer);
   if (!agent) {
     if (answer && answer->status == 404) {
       co_return openai_error(404, "model_not_found",
@@ -358,26 +352,25 @@ asio::awaitable<http_response> completions(state_ptr state, request_context& ctx
                                          in.model),
                              "model");
     }
-    co_return answer ? std::move(*answer) : detail::error_response(agent.error());
+    co_return answer ? std::move(*answer) : error_response(agent.error());
   }
-  auto creating =
-      detail::new_conversation(state, caller, *agent, in.objective, std::move(in.history));
+  auto creating = new_conversation(state, caller, *agent, in.objective, std::move(in.history));
   auto conversation = co_await std::move(creating);
   if (!conversation) {
-    co_return detail::error_response(conversation.error());
+    co_return error_response(conversation.error());
   }
-  const bool demo = detail::is_demo_agent(*state, *agent);
+  const bool demo = is_demo_agent(*state, *agent);
   actors::chat_submission submission;
   submission.user_id = caller.user_id;
   submission.conversation = *conversation;
   submission.text = in.objective;
   submission.final_data = [state, id = conversation->uuid, demo](const actors::run_result& r) {
-    return detail::run_outcome_json(*state, id, demo, r);
+    return run_outcome_json(*state, id, demo, r);
   };
   auto submitting = state->chat->submit(std::move(submission));
   auto run = co_await std::move(submitting);
   if (!run) {
-    co_return detail::error_response(run.error());
+    co_return error_response(run.error());
   }
   const auto completion_id = "chatcmpl-" + run->run_id;
   if (in.stream) {
@@ -390,7 +383,7 @@ asio::awaitable<http_response> completions(state_ptr state, request_context& ctx
         true);
     co_return http_response{};
   }
-  auto waiting = detail::await_run(*state, ctx, *agent, *run);
+  auto waiting = await_run(*state, ctx, *agent, *run);
   auto result = co_await std::move(waiting);
   if (!result) {
     co_return openai_error(504, "timeout", result.error().message);
@@ -409,7 +402,7 @@ asio::awaitable<http_response> completions(state_ptr state, request_context& ctx
   w.key("content").value(result->text).key("refusal").value(nullptr).end_object();
   w.key("logprobs").value(nullptr).key("finish_reason").value("stop").end_object().end_array();
   write_usage(w, result->usage);
-  w.key("troupe").raw(detail::run_outcome_json(*state, run->conversation_id, demo, *result));
+  w.key("troupe").raw(run_outcome_json(*state, run->conversation_id, demo, *result));
   w.end_object();
   co_return http_response::json(200, std::move(w).str());
 }

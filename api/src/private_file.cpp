@@ -11,7 +11,7 @@
 
 #include <fmt/format.h>
 
-namespace troupe::api::detail {
+namespace troupe::api {
 
 expected<void> write_private_file(const std::filesystem::path& path, std::string_view text) {
   const auto tmp = path.string() + ".tmp";
@@ -42,4 +42,4 @@ expected<void> write_private_file(const std::filesystem::path& path, std::string
   return {};
 }
 
-} // namespace troupe::api::detail
+} // namespace troupe::api

@@ -15,18 +15,6 @@ namespace troupe::api {
 
 namespace {
 
-namespace asio = boost::asio;
-using detail::error_response;
-using detail::json_body;
-using detail::not_found;
-using detail::one_answer;
-using detail::page_answer;
-using detail::parse_id;
-using detail::read;
-using detail::store;
-using net::http_response;
-using net::request_context;
-
 void write_provider(json_writer& w, const storage::provider_record& p) {
   w.begin_object();
   w.key("id").value(p.id);
@@ -74,7 +62,7 @@ void read_provider_fields(json_body& body, storage::provider_record& p, bool cre
 
 asio::awaitable<http_response> list_providers(state_ptr state, request_context& ctx) {
   storage::page p;
-  if (auto bad = detail::read_page(ctx.request(), p)) {
+  if (auto bad = read_page(ctx.request(), p)) {
     co_return *bad;
   }
   auto rows = read(state, [&](auto& c) { return storage::list_providers(c, p); });

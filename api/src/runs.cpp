@@ -15,11 +15,6 @@ namespace troupe::api {
 
 namespace {
 
-namespace asio = boost::asio;
-using detail::no_chat;
-using net::http_response;
-using net::request_context;
-
 /// The caller's run: its row, its conversation, and its live journal when there is one.
 struct found_run {
   std::optional<storage::run_record> row;
@@ -103,8 +98,7 @@ asio::awaitable<http_response> get_run(state_ptr state, request_context& ctx, ap
   if (view) {
     w.key("last_event_id").value(view->last_seq);
     if (view->result) {
-      w.key("result").raw(
-          detail::run_outcome_json(*state, run->conversation_id, false, *view->result));
+      w.key("result").raw(run_outcome_json(*state, run->conversation_id, false, *view->result));
     }
   }
   w.end_object();
@@ -122,7 +116,7 @@ asio::awaitable<http_response> run_steps(state_ptr state, request_context& ctx, 
     auto listed = state->reads->with(
         [&](storage::connection& c) { return storage::list_steps(c, run->row->id); });
     if (!listed) {
-      co_return detail::error_response(listed.error());
+      co_return error_response(listed.error());
     }
     steps = std::move(*listed);
   }
@@ -219,7 +213,7 @@ asio::awaitable<http_response> run_events(state_ptr state, request_context& ctx,
   auto stream = ctx.begin_sse({{"X-Troupe-Run-Id", run_id}});
   if (run->live) {
     // A follower never cancels: the run is durable.
-    state->chat->follow(run->live->ticket, after, stream, detail::native_sse, false);
+    state->chat->follow(run->live->ticket, after, stream, native_sse, false);
     co_return http_response{};
   }
   if (!run->row) {
@@ -250,7 +244,7 @@ asio::awaitable<http_response> cancel_run(state_ptr state, request_context& ctx,
   auto asking = state->chat->cancel(run->conversation_id, run_id);
   auto cancelled = co_await std::move(asking);
   if (!cancelled) {
-    co_return detail::error_response(cancelled.error());
+    co_return error_response(cancelled.error());
   }
   if (!*cancelled) {
     co_return http_response::error(409, "conflict", "the run is not active");

@@ -24,6 +24,11 @@
 
 namespace troupe::api {
 
+// The names every resource file uses.
+namespace asio = boost::asio;
+using net::http_response;
+using net::request_context;
+
 /// Everything the API routes share.
 struct api_state {
   /// Database reads (on the calling thread; SQLite reads may block briefly).
@@ -45,8 +50,6 @@ struct api_state {
 
 using state_ptr = std::shared_ptr<api_state>;
 
-namespace detail {
-
 /// Reads on the pool; `f(connection&)` returns an expected.
 template <class F> auto read(const state_ptr& state, F f) {
   return state->reads->with(std::move(f));
@@ -59,8 +62,6 @@ boost::asio::awaitable<expected<std::int64_t>> store(const state_ptr& state, std
                                                      F f) {
   return state->store->write(storage::make_write(std::move(what), std::move(f)));
 }
-
-} // namespace detail
 
 /// Adds routes with their CORS preflight, once per pattern.
 class route_table {

@@ -12,18 +12,6 @@ namespace troupe::api {
 
 namespace {
 
-namespace asio = boost::asio;
-using detail::error_response;
-using detail::json_body;
-using detail::not_found;
-using detail::one_answer;
-using detail::page_answer;
-using detail::parse_id;
-using detail::read;
-using detail::store;
-using net::http_response;
-using net::request_context;
-
 void write_token(json_writer& w, const storage::api_token_record& t) {
   w.begin_object();
   w.key("id").value(t.id);
@@ -47,7 +35,7 @@ void write_token(json_writer& w, const storage::api_token_record& t) {
 asio::awaitable<http_response> list_tokens(state_ptr state, request_context& ctx,
                                            api_caller caller) {
   storage::page p;
-  if (auto bad = detail::read_page(ctx.request(), p)) {
+  if (auto bad = read_page(ctx.request(), p)) {
     co_return *bad;
   }
   std::optional<storage::row_id> user_id = caller.user_id;

@@ -11,18 +11,6 @@ namespace troupe::api {
 
 namespace {
 
-namespace asio = boost::asio;
-using detail::error_response;
-using detail::json_body;
-using detail::not_found;
-using detail::one_answer;
-using detail::page_answer;
-using detail::parse_id;
-using detail::read;
-using detail::store;
-using net::http_response;
-using net::request_context;
-
 void write_user(json_writer& w, const storage::user_record& u) {
   w.begin_object();
   w.key("id").value(u.id);
@@ -57,7 +45,7 @@ asio::awaitable<http_response> get_me(state_ptr state, api_caller caller) {
 
 asio::awaitable<http_response> list_users(state_ptr state, request_context& ctx) {
   storage::page p;
-  if (auto bad = detail::read_page(ctx.request(), p)) {
+  if (auto bad = read_page(ctx.request(), p)) {
     co_return *bad;
   }
   auto rows = read(state, [&](auto& c) { return storage::list_users(c, p); });

@@ -991,4 +991,31 @@ expected<file_record> find_file_by_uuid(connection& c, std::string_view uuid) {
   return query_one<file_record>(c, "file", sql, read_file, uuid);
 }
 
+expected<std::vector<file_record>> list_files_page(connection& c, row_id owner_user_id, page p) {
+  static const auto sql =
+      select(file_columns, "files", "WHERE owner_user_id = ? ORDER BY id DESC LIMIT ? OFFSET ?");
+  return query_all<file_record>(c, sql, read_file, owner_user_id, p.limit, p.offset);
+}
+
+expected<page_total> count_files(connection& c, row_id owner_user_id) {
+  return count_of(c, "SELECT COUNT(*) FROM files WHERE owner_user_id = ?", owner_user_id);
+}
+
+expected<std::vector<message_record>> list_messages_page(connection& c, row_id conversation_id,
+                                                         page p) {
+  static const auto sql =
+      select(message_columns, "messages", "WHERE conversation_id = ? ORDER BY id LIMIT ? OFFSET ?");
+  return query_all<message_record>(c, sql, read_message, conversation_id, p.limit, p.offset);
+}
+
+expected<page_total> count_messages(connection& c, row_id conversation_id) {
+  return count_of(c, "SELECT COUNT(*) FROM messages WHERE conversation_id = ?", conversation_id);
+}
+
+expected<row_id> final_answer_id(connection& c, row_id run_id) {
+  return c.query_int("SELECT IFNULL(MAX(id), 0) FROM messages WHERE run_id = ? AND "
+                     "role = 'assistant' AND tool_calls_json = ''",
+                     run_id);
+}
+
 } // namespace troupe::storage

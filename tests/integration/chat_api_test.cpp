@@ -166,6 +166,22 @@ TEST_CASE("POST /api/v1/chat runs the agent with its tools and returns files wit
       s.call("GET", "/api/v1/conversations/" + conversation + "/messages?steps=true", s.admin());
   CHECK_THAT(body_of(with_steps),
              Catch::Contains(R"("steps":[)") && Catch::Contains("validate_pre_final"));
+  // Paged one message at a time, each run's steps still ride on its final answer alone:
+  // two runs, two pages with steps, whatever else of the run a page leaves out.
+  const auto total = std::stoi(json_field(body_of(with_steps), "total"));
+  REQUIRE(total >= 4);
+  int pages_with_steps = 0;
+  for (int offset = 0; offset < total; ++offset) {
+    const auto one = s.call("GET",
+                            "/api/v1/conversations/" + conversation +
+                                "/messages?steps=true&limit=1&offset=" + std::to_string(offset),
+                            s.admin());
+    REQUIRE(status_of(one) == 200);
+    if (body_of(one).find(R"("steps":[)") != std::string::npos) {
+      ++pages_with_steps;
+    }
+  }
+  CHECK(pages_with_steps == 2);
   // Steps of the run are listed.
   const auto steps =
       s.call("GET", "/api/v1/runs/" + json_field(body, "run_id") + "/steps", s.admin());

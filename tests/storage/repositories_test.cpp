@@ -130,6 +130,70 @@ TEST_CASE("messages keep role, tool calls, tool results and token counts in orde
   CHECK(delete_message(f.db, second).error().code == errc::not_found);
 }
 
+TEST_CASE("a conversation's messages are paged oldest first with their total and a run's "
+          "final answer is found without reading the page",
+          "[storage][repositories]") {
+  fresh_db f;
+  const auto user = f.add_user("ann");
+  const auto agent = f.add_agent();
+  const auto conv = f.add_conversation(user, agent, "c");
+  run_record r;
+  r.uuid = "run-1";
+  r.conversation_id = conv;
+  r.agent_id = agent;
+  r.model = "big";
+  const auto run = must(insert_run(f.db, r));
+  CHECK(must(final_answer_id(f.db, run)) == 0);
+  std::vector<row_id> ids;
+  for (int i = 0; i < 5; ++i) {
+    message_record m;
+    m.conversation_id = conv;
+    m.run_id = run;
+    m.role = "assistant";
+    m.content = "m" + std::to_string(i);
+    // Messages 1 and 3 are tool calls; 4 is the last plain answer, 2 an earlier one.
+    if (i % 2 == 1) {
+      m.tool_calls_json = R"([{"id":"c"}])";
+    }
+    ids.push_back(must(insert_message(f.db, m)));
+  }
+  const auto page_of = [&](std::int64_t limit, std::int64_t offset) {
+    return must(list_messages_page(f.db, conv, page{limit, offset}));
+  };
+  auto middle = page_of(2, 1);
+  REQUIRE(middle.size() == 2);
+  CHECK(middle[0].content == "m1");
+  CHECK(middle[1].content == "m2");
+  CHECK(page_of(10, 4).size() == 1);
+  CHECK(page_of(10, 5).empty());
+  CHECK(must(count_messages(f.db, conv)).count == 5);
+  CHECK(must(final_answer_id(f.db, run)) == ids[4]);
+}
+
+TEST_CASE("a user's files are paged newest first with their total", "[storage][repositories]") {
+  fresh_db f;
+  const auto ann = f.add_user("ann");
+  const auto bob = f.add_user("bob");
+  for (int i = 0; i < 4; ++i) {
+    file_record file;
+    file.uuid = "file-" + std::to_string(i);
+    file.owner_user_id = i == 3 ? bob : ann;
+    file.kind = "artifact";
+    file.name = "f" + std::to_string(i);
+    file.storage_path = "files/" + file.uuid;
+    must(insert_file(f.db, file));
+  }
+  auto first = must(list_files_page(f.db, ann, page{2, 0}));
+  REQUIRE(first.size() == 2);
+  CHECK(first[0].name == "f2");
+  CHECK(first[1].name == "f1");
+  auto rest = must(list_files_page(f.db, ann, page{2, 2}));
+  REQUIRE(rest.size() == 1);
+  CHECK(rest[0].name == "f0");
+  CHECK(must(count_files(f.db, ann)).count == 3);
+  CHECK(must(count_files(f.db, bob)).count == 1);
+}
+
 TEST_CASE("run status changes stamp start and finish times", "[storage][repositories]") {
   fresh_db f;
   const auto user = f.add_user("ann");

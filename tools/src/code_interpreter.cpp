@@ -21,7 +21,7 @@
 namespace troupe::tools {
 
 namespace asio = boost::asio;
-using detail::tool_arguments;
+using detail::parse_tool_arguments;
 
 namespace {
 
@@ -228,7 +228,7 @@ tool_result invalid(const error& e) {
 
 asio::awaitable<tool_result> code_interpreter::run(const code_interpreter* self,
                                                    std::string arguments, tool_context ctx) {
-  auto args = tool_arguments::parse(arguments);
+  auto args = parse_tool_arguments(arguments);
   if (!args) {
     co_return invalid(args.error());
   }
@@ -275,7 +275,7 @@ asio::awaitable<tool_result> code_interpreter::run(const code_interpreter* self,
       std::string_view value;
       if (field.value.get_string().get(value) != simdjson::SUCCESS) {
         co_return tool_failure("invalid_arguments",
-                               fmt::format("arguments.env.{}: expected a string", field.key));
+                               fmt::format("arguments.env.{}: must be a string", field.key));
       }
       env.emplace(std::string(field.key), std::string(value));
     }

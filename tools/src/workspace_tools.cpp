@@ -19,7 +19,7 @@
 namespace troupe::tools {
 
 namespace asio = boost::asio;
-using detail::tool_arguments;
+using detail::parse_tool_arguments;
 
 namespace {
 
@@ -153,7 +153,7 @@ void hand_to_sandbox(const tool_context& ctx, const std::filesystem::path& file)
 tool_result read_body(const std::string& arguments, const tool_context& ctx,
                       const job_control& control) {
   (void)control; // one bounded file: nothing to stop between
-  auto args = tool_arguments::parse(arguments);
+  auto args = parse_tool_arguments(arguments);
   if (!args) {
     return failure_from(args.error());
   }
@@ -207,7 +207,7 @@ tool_result read_body(const std::string& arguments, const tool_context& ctx,
 tool_result write_body(const std::string& arguments, const tool_context& ctx,
                        const job_control& control) {
   (void)control; // one bounded file: nothing to stop between
-  auto args = tool_arguments::parse(arguments);
+  auto args = parse_tool_arguments(arguments);
   if (!args) {
     return failure_from(args.error());
   }
@@ -245,7 +245,7 @@ tool_result write_body(const std::string& arguments, const tool_context& ctx,
 tool_result edit_body(const std::string& arguments, const tool_context& ctx,
                       const job_control& control) {
   (void)control; // one bounded file: nothing to stop between
-  auto args = tool_arguments::parse(arguments);
+  auto args = parse_tool_arguments(arguments);
   if (!args) {
     return failure_from(args.error());
   }
@@ -308,7 +308,7 @@ tool_result edit_body(const std::string& arguments, const tool_context& ctx,
 
 tool_result ls_body(const std::string& arguments, const tool_context& ctx,
                     const job_control& control) {
-  auto args = tool_arguments::parse(arguments);
+  auto args = parse_tool_arguments(arguments);
   if (!args) {
     return failure_from(args.error());
   }
@@ -400,7 +400,7 @@ expected<std::vector<std::string>> files_under(const workspace& ws, const std::s
 
 tool_result find_body(const std::string& arguments, const tool_context& ctx,
                       const job_control& control) {
-  auto args = tool_arguments::parse(arguments);
+  auto args = parse_tool_arguments(arguments);
   if (!args) {
     return failure_from(args.error());
   }
@@ -473,7 +473,7 @@ expected<std::unique_ptr<re2::RE2>> compile_pattern(const std::string& pattern, 
 
 tool_result grep_body(const std::string& arguments, const tool_context& ctx,
                       const job_control& control) {
-  auto args = tool_arguments::parse(arguments);
+  auto args = parse_tool_arguments(arguments);
   if (!args) {
     return failure_from(args.error());
   }
@@ -550,7 +550,7 @@ tool_result grep_body(const std::string& arguments, const tool_context& ctx,
 }
 
 asio::awaitable<tool_result> exec_body(std::string arguments, tool_context ctx) {
-  auto args = tool_arguments::parse(arguments);
+  auto args = parse_tool_arguments(arguments);
   if (!args) {
     co_return failure_from(args.error());
   }

@@ -177,6 +177,16 @@ expected<void> delete_agent(connection& c, row_id id);
 expected<std::vector<conversation_record>> list_conversations_page(connection& c,
                                                                    row_id owner_user_id, page p);
 expected<page_total> count_conversations(connection& c, row_id owner_user_id);
+/// One page of a user's files, newest first.
+expected<std::vector<file_record>> list_files_page(connection& c, row_id owner_user_id, page p);
+expected<page_total> count_files(connection& c, row_id owner_user_id);
+/// One page of a conversation's messages, oldest first.
+expected<std::vector<message_record>> list_messages_page(connection& c, row_id conversation_id,
+                                                         page p);
+expected<page_total> count_messages(connection& c, row_id conversation_id);
+/// The id of run `run_id`'s final answer: its last assistant message without tool calls
+/// (0: none yet).
+expected<row_id> final_answer_id(connection& c, row_id run_id);
 /// Whether a run of the conversation is queued or running.
 expected<bool> has_active_run(connection& c, row_id conversation_id);
 /// Deletes a conversation with its messages and runs (by cascade).
