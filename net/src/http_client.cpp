@@ -1,5 +1,6 @@
 #include "troupe/net/http_client.hpp"
 
+#include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <unordered_map>
@@ -9,6 +10,8 @@
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <curl/curl.h>
+
+#include "troupe/net/redaction.hpp"
 
 namespace troupe::net {
 
@@ -50,6 +53,45 @@ error curl_error(CURLcode code, const char* detail) {
 
 long millis(std::chrono::milliseconds ms) {
   return static_cast<long>(ms.count());
+}
+
+// TROUPE_CURL_VERBOSE's output, in curl's own shape ("* " text, "> " sent and "< "
+// received header lines) but with credentials redacted: curl's built-in verbose
+// printer shows Authorization and x-api-key values as they are. Bodies are not shown
+// (as curl does not), so prompts and answers stay out of the log too.
+int on_curl_debug(CURL*, curl_infotype type, char* data, size_t size, void*) {
+  std::string_view mark;
+  switch (type) {
+    case CURLINFO_TEXT:
+      mark = "* ";
+      break;
+    case CURLINFO_HEADER_OUT:
+      mark = "> ";
+      break;
+    case CURLINFO_HEADER_IN:
+      mark = "< ";
+      break;
+    default:
+      return 0;
+  }
+  const auto text = redact_headers(std::string_view(data, size));
+  std::string out;
+  out.reserve(text.size() + 16);
+  std::string_view rest = text;
+  while (!rest.empty()) {
+    const auto newline = rest.find('\n');
+    const auto line = newline == std::string_view::npos ? rest : rest.substr(0, newline + 1);
+    rest.remove_prefix(line.size());
+    out += mark;
+    out += line;
+    if (line.back() != '\n') {
+      out += '\n';
+    }
+  }
+  // One write per call: stdio locks the stream, so lines of concurrent transfers do not
+  // interleave mid-line.
+  std::fwrite(out.data(), 1, out.size(), stderr);
+  return 0;
 }
 
 } // namespace
@@ -365,6 +407,7 @@ struct curl_engine : std::enable_shared_from_this<curl_engine> {
     curl_easy_setopt(e, CURLOPT_PRIVATE, t.get());
     curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
     if (std::getenv("TROUPE_CURL_VERBOSE") != nullptr) {
+      curl_easy_setopt(e, CURLOPT_DEBUGFUNCTION, &on_curl_debug);
       curl_easy_setopt(e, CURLOPT_VERBOSE, 1L);
     }
     curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);

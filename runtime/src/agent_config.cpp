@@ -14,12 +14,38 @@ constexpr std::string_view provider_types[] = {
 
 } // namespace
 
-std::string
-provider_settings::resolve_api_key(const std::map<std::string, std::string>& environment) const {
+key_env_policy::key_env_policy(std::vector<std::string> allowed_env)
+    : allowed_(std::move(allowed_env)) {}
+
+bool key_env_policy::allows(std::string_view name) const noexcept {
+  if (name.size() > prefix.size() && name.starts_with(prefix)) {
+    return true;
+  }
+  if (name == built_in) {
+    return true;
+  }
+  return !name.empty() && std::find(allowed_.begin(), allowed_.end(), name) != allowed_.end();
+}
+
+expected<void> key_env_policy::check(std::string_view field, std::string_view name) const {
+  if (name.empty() || allows(name)) {
+    return {};
+  }
+  return fail(errc::invalid_argument,
+              fmt::format("{}: '{}' is not allowed: {}", field, name, key_env_rule()));
+}
+
+std::string_view key_env_rule() noexcept {
+  return "a key variable must be named TROUPE_KEY_<something>, be OPENAI_API_KEY, or be "
+         "listed in [secrets] allowed_env in the config file";
+}
+
+std::string provider_settings::resolve_api_key(const std::map<std::string, std::string>& environment,
+                                               const key_env_policy& policy) const {
   if (!api_key.empty()) {
     return api_key;
   }
-  if (!api_key_env.empty()) {
+  if (!api_key_env.empty() && policy.allows(api_key_env)) {
     if (const auto it = environment.find(api_key_env); it != environment.end()) {
       return it->second;
     }
@@ -142,7 +168,8 @@ embedded_catalog make_embedded_catalog(const std::map<std::string, std::string>&
     provider.name = "openai";
     provider.base_url = env("OPENAI_BASE_URL");
     provider.type = provider.base_url.empty() ? "openai" : "openai-compatible";
-    provider.api_key_env = "OPENAI_API_KEY";
+    // key_env_policy allows this name without a [secrets] entry.
+    provider.api_key_env = std::string(key_env_policy::built_in);
     agent.model = env("TROUPE_MODEL").empty() ? "gpt-4o-mini" : env("TROUPE_MODEL");
     agent.system_prompt = "You are a helpful assistant. Use tools when they help; answer plainly.";
   } else {

@@ -1,6 +1,7 @@
 #include "troupe/runtime/settings.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <charconv>
 #include <fstream>
 #include <functional>
@@ -548,6 +549,36 @@ expected<void> apply_entries(settings& target, std::string_view key, const toml:
   return {};
 }
 
+// `[secrets] allowed_env`: an array of environment variable names (letters, digits and
+// '_', not starting with a digit).
+expected<void> apply_allowed_env(settings& target, const toml::node& node,
+                                 std::string_view source_name) {
+  const auto line = node.source().begin.line;
+  const auto* array = node.as_array();
+  if (array == nullptr) {
+    return fail(errc::invalid_argument,
+                fmt::format("{}:{}: key 'secrets.allowed_env' must be an array of strings",
+                            source_name, line));
+  }
+  std::vector<std::string> names;
+  for (const auto& item : *array) {
+    auto name = item.value<std::string>();
+    const auto valid_char = [](char c) {
+      return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_';
+    };
+    if (!name || name->empty() || std::isdigit(static_cast<unsigned char>(name->front())) != 0 ||
+        !std::all_of(name->begin(), name->end(), valid_char)) {
+      return fail(errc::invalid_argument,
+                  fmt::format("{}:{}: key 'secrets.allowed_env': each entry must be an "
+                              "environment variable name (letters, digits, '_')",
+                              source_name, item.source().begin.line));
+    }
+    names.push_back(std::move(*name));
+  }
+  target.secrets.allowed_env = std::move(names);
+  return {};
+}
+
 expected<void> apply_table(settings& target, const toml::table& table, const std::string& prefix,
                            std::string_view source_name) {
   for (const auto& [raw_key, node] : table) {
@@ -567,6 +598,13 @@ expected<void> apply_table(settings& target, const toml::table& table, const std
     if (const auto* sub = node.as_table()) {
       auto ok = apply_table(target, *sub, key, source_name);
       if (!ok) {
+        return ok;
+      }
+      continue;
+    }
+    if (key == "secrets.allowed_env") {
+      // A list, and a file-only key: not in specs(), so no flag or variable can set it.
+      if (auto ok = apply_allowed_env(target, node, source_name); !ok) {
         return ok;
       }
       continue;
@@ -672,6 +710,15 @@ expected<settings> apply_toml(settings base, std::string_view toml_text,
   if (!ok) {
     return tl::unexpected(ok.error());
   }
+  // After the whole document: [secrets] may come after the [[providers]] it allows.
+  const key_env_policy policy(base.secrets.allowed_env);
+  for (const auto& p : base.providers) {
+    auto allowed = policy.check(fmt::format("provider '{}': api_key_env", p.name), p.api_key_env);
+    if (!allowed) {
+      return fail(errc::invalid_argument,
+                  fmt::format("{}: {}", source_name, allowed.error().message));
+    }
+  }
   return base;
 }
 
@@ -734,6 +781,9 @@ std::string to_toml(const settings& s) {
     }
     return text + "]";
   };
+  if (!s.secrets.allowed_env.empty()) {
+    out += fmt::format("\n[secrets]\nallowed_env = {}\n", list(s.secrets.allowed_env));
+  }
   for (const auto& p : s.providers) {
     out += fmt::format("\n[[providers]]\nname = {}\ntype = {}\nbase_url = {}\n",
                        toml_string(p.name), toml_string(p.type), toml_string(p.base_url));

@@ -936,6 +936,54 @@ expected<void> delete_provider(connection& c, row_id id) {
   return change_one(c, "provider", id, "DELETE FROM providers WHERE id = ?", id);
 }
 
+expected<std::int64_t> seal_plaintext_provider_keys(connection& c, const secret_box& box) {
+  struct plain_key {
+    row_id id;
+    std::string key;
+  };
+  // Sealed values start with "v1:"; substr, not LIKE, whose '_' and case rules do not
+  // fit a prefix test.
+  auto plain = query_all<plain_key>(
+      c, "SELECT id, api_key FROM providers WHERE api_key != '' AND substr(api_key, 1, 3) != 'v1:'",
+      [](const statement& s) { return plain_key{s.int64(0), s.text(1)}; });
+  if (!plain) {
+    return tl::unexpected(plain.error());
+  }
+  if (plain->empty()) {
+    return 0;
+  }
+  // Without secure_delete, SQLite leaves a rewritten value's old bytes in the page's
+  // free space, where they survive in the file. PRAGMA takes no bound parameters.
+  if (auto on = c.exec("PRAGMA secure_delete = ON"); !on) {
+    return tl::unexpected(on.error());
+  }
+  auto sealed = in_transaction(c, [&](connection& tx) -> expected<std::int64_t> {
+    for (const auto& p : *plain) {
+      auto value = box.seal(p.key);
+      if (!value) {
+        return tl::unexpected(value.error());
+      }
+      if (auto ok = tx.run("UPDATE providers SET api_key = ? WHERE id = ?", *value, p.id); !ok) {
+        return tl::unexpected(ok.error());
+      }
+    }
+    return static_cast<std::int64_t>(plain->size());
+  });
+  auto off = c.exec("PRAGMA secure_delete = OFF");
+  if (!sealed) {
+    return sealed;
+  }
+  if (!off) {
+    return tl::unexpected(off.error());
+  }
+  // The WAL still holds page images from before; TRUNCATE copies the new pages into the
+  // database file and empties the WAL.
+  if (auto ok = c.exec("PRAGMA wal_checkpoint(TRUNCATE)"); !ok) {
+    return tl::unexpected(ok.error());
+  }
+  return sealed;
+}
+
 expected<std::vector<agent_record>> list_agents(connection& c, page p) {
   static const auto sql = select(agent_columns, "agents", "ORDER BY id LIMIT ? OFFSET ?");
   return query_all<agent_record>(c, sql, read_agent, p.limit, p.offset);

@@ -144,7 +144,7 @@ TEST_CASE("providers and agents are read from [[providers]] and [[agents]]",
 name = "local"
 type = "openai-compatible"
 base_url = "http://127.0.0.1:9000/v1"
-api_key_env = "LOCAL_API_KEY"
+api_key_env = "TROUPE_KEY_LOCAL"
 models = ["m1", "m1-mini"]
 
 [[agents]]
@@ -163,7 +163,7 @@ queue_policy = "steer"
   REQUIRE(s);
   REQUIRE(s->providers.size() == 1);
   CHECK(s->providers[0].models == std::vector<std::string>{"m1", "m1-mini"});
-  CHECK(s->providers[0].resolve_api_key({{"LOCAL_API_KEY", "k-1"}}) == "k-1");
+  CHECK(s->providers[0].resolve_api_key({{"TROUPE_KEY_LOCAL", "k-1"}}) == "k-1");
   REQUIRE(s->agents.size() == 1);
   const auto& a = s->agents[0];
   CHECK(a.name == "assistant");
@@ -218,7 +218,8 @@ TEST_CASE("an unknown provider, model or tool is an error naming the agent",
 TEST_CASE("printed settings include providers and agents but never an inline key",
           "[runtime][settings][agents]") {
   settings s;
-  s.providers.push_back({"local", "openai-compatible", "http://x/v1", "K", "sk-secret", {"m1"}});
+  s.providers.push_back(
+      {"local", "openai-compatible", "http://x/v1", "TROUPE_KEY_K", "sk-secret", {"m1"}});
   agent_settings a;
   a.name = "assistant";
   a.provider = "local";
@@ -232,7 +233,7 @@ TEST_CASE("printed settings include providers and agents but never an inline key
   REQUIRE(again);
   REQUIRE(again->agents.size() == 1);
   CHECK(again->agents[0].system_prompt == a.system_prompt);
-  CHECK(again->providers[0].api_key_env == "K");
+  CHECK(again->providers[0].api_key_env == "TROUPE_KEY_K");
 }
 
 TEST_CASE("the embedded catalog uses OpenAI when a key is set and the demo model otherwise",

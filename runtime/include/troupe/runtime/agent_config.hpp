@@ -10,7 +10,7 @@
 ///     type = "openai-compatible"          # openai | openai-compatible | openrouter | qwen
 ///                                         # | kimi | claude
 ///     base_url = "http://127.0.0.1:9000/v1"
-///     api_key_env = "LOCAL_API_KEY"       # or api_key = "…"; both optional
+///     api_key_env = "TROUPE_KEY_LOCAL"    # or api_key = "…"; both optional; see key_env_policy
 ///     models = ["m1", "m1-mini"]
 ///     context_window = 128000             # optional: tokens the models take (default 128,000)
 ///
@@ -45,6 +45,40 @@ inline constexpr std::uint32_t default_context_window = 128'000;
 inline constexpr std::uint32_t min_context_window = 1'024;
 inline constexpr std::uint32_t max_context_window = 100'000'000;
 
+/// Which environment variables may hold a provider's API key. Naming a variable (as
+/// `api_key_env` in the config file or `api_key_ref` over the API) sends its value to the
+/// provider's base URL, so only variables meant for keys may be named: those starting
+/// with `TROUPE_KEY_`, the built-in `OPENAI_API_KEY` (the embedded catalog's), and those
+/// the config file lists in `[secrets] allowed_env` — a list that only the config file
+/// sets, never a flag, an environment variable or the API.
+class key_env_policy {
+public:
+  /// Names starting with this (and longer than it) are always allowed.
+  static constexpr std::string_view prefix = "TROUPE_KEY_";
+  /// Allowed without being listed: the variable the embedded catalog reads.
+  static constexpr std::string_view built_in = "OPENAI_API_KEY";
+
+  /// The built-in rule only.
+  key_env_policy() = default;
+  /// The built-in rule and the names in `allowed_env` (`[secrets] allowed_env`).
+  explicit key_env_policy(std::vector<std::string> allowed_env);
+
+  bool allows(std::string_view name) const noexcept;
+  /// Success when `name` is empty (no variable) or allowed; otherwise `invalid_argument`
+  /// whose message starts with `field` and states the rule.
+  expected<void> check(std::string_view field, std::string_view name) const;
+
+  const std::vector<std::string>& allowed_env() const noexcept {
+    return allowed_;
+  }
+
+private:
+  std::vector<std::string> allowed_;
+};
+
+/// The rule `key_env_policy` enforces, as one sentence for errors and documentation.
+std::string_view key_env_rule() noexcept;
+
 /// One model provider endpoint.
 struct provider_settings {
   std::string name;
@@ -52,7 +86,7 @@ struct provider_settings {
   std::string type = "openai-compatible";
   /// Empty: the type's public default (required for openai-compatible).
   std::string base_url;
-  /// Name of the environment variable holding the API key.
+  /// Name of the environment variable holding the API key (allowed by `key_env_policy`).
   std::string api_key_env;
   /// The API key itself (prefer api_key_env; never logged or returned by the API).
   std::string api_key;
@@ -61,8 +95,10 @@ struct provider_settings {
   /// The tokens a prompt to these models may take; the run cuts history to fit.
   std::uint32_t context_window = default_context_window;
 
-  /// The key to use: `api_key`, else the value of `api_key_env` in `environment`.
-  std::string resolve_api_key(const std::map<std::string, std::string>& environment) const;
+  /// The key to use: `api_key`, else the value of `api_key_env` in `environment` when
+  /// `policy` allows that variable (else none: the config load already refused it).
+  std::string resolve_api_key(const std::map<std::string, std::string>& environment,
+                              const key_env_policy& policy = {}) const;
 };
 
 /// What a conversation does with a message that arrives while a run is active.

@@ -119,6 +119,14 @@ struct api_settings {
   std::chrono::milliseconds run_retention{900'000};
 };
 
+/// `[secrets]`: what may hold a provider's key. Read from the config file only: no flag,
+/// environment variable or API call sets it (see `key_env_policy`).
+struct secrets_settings {
+  /// Environment variables that `api_key_env` / `api_key_ref` may name besides
+  /// `TROUPE_KEY_*` and `OPENAI_API_KEY`.
+  std::vector<std::string> allowed_env;
+};
+
 /// Everything `troupe serve` is configured by.
 struct settings {
   endpoint listen;
@@ -131,6 +139,7 @@ struct settings {
   api_settings api;
   tool_settings tools;
   blocking_settings blocking;
+  secrets_settings secrets;
   /// `[[providers]]` entries of the config file.
   std::vector<provider_settings> providers;
   /// `[[agents]]` entries of the config file.

@@ -59,7 +59,10 @@ struct provider_record {
   std::string api_key_ref;
   std::string config_json = "{}";
   std::int64_t created_at = 0;
-  /// A key given through the API; never returned by it. Empty: none (use `api_key_ref`).
+  /// A key given through the API, as stored: sealed by `secret_box` (`v1:…`; the API
+  /// seals it before writing, and a start seals any plain text left by an older build).
+  /// Opened only where a request needs it (`reveal_secret`); never returned by the API.
+  /// Empty: none (use `api_key_ref`).
   std::string api_key;
 };
 

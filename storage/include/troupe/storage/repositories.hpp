@@ -16,6 +16,7 @@
 
 #include "troupe/storage/connection.hpp"
 #include "troupe/storage/records.hpp"
+#include "troupe/storage/secret_box.hpp"
 
 namespace troupe::storage {
 
@@ -167,6 +168,11 @@ expected<page_total> count_providers(connection& c);
 /// Rewrites every column but `created_at` of provider `r.id`.
 expected<void> update_provider(connection& c, const provider_record& r);
 expected<void> delete_provider(connection& c, row_id id);
+/// Seals with `box` every provider key still stored in plain text (written before keys
+/// were sealed), in one transaction, with SQLite's secure_delete on so the old bytes are
+/// overwritten, then checkpoints the WAL so no copy of them stays in it. Run at start,
+/// before anything else writes. The number of keys sealed.
+expected<std::int64_t> seal_plaintext_provider_keys(connection& c, const secret_box& box);
 expected<std::vector<agent_record>> list_agents(connection& c, page p);
 expected<page_total> count_agents(connection& c);
 /// Rewrites every column but `uuid` and `created_at` of agent `r.id`; stamps `updated_at`.
