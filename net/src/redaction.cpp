@@ -47,8 +47,7 @@ std::string redact_headers(std::string_view text) {
   out.reserve(text.size());
   while (!text.empty()) {
     const auto newline = text.find('\n');
-    const auto line =
-        newline == std::string_view::npos ? text : text.substr(0, newline + 1);
+    const auto line = newline == std::string_view::npos ? text : text.substr(0, newline + 1);
     text.remove_prefix(line.size());
     const auto colon = line.find(':');
     // A header line has a name of token characters before its colon; the request line

@@ -40,8 +40,9 @@ std::string_view key_env_rule() noexcept {
          "listed in [secrets] allowed_env in the config file";
 }
 
-std::string provider_settings::resolve_api_key(const std::map<std::string, std::string>& environment,
-                                               const key_env_policy& policy) const {
+std::string
+provider_settings::resolve_api_key(const std::map<std::string, std::string>& environment,
+                                   const key_env_policy& policy) const {
   if (!api_key.empty()) {
     return api_key;
   }

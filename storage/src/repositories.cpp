@@ -945,7 +945,9 @@ expected<std::int64_t> seal_plaintext_provider_keys(connection& c, const secret_
   // fit a prefix test.
   auto plain = query_all<plain_key>(
       c, "SELECT id, api_key FROM providers WHERE api_key != '' AND substr(api_key, 1, 3) != 'v1:'",
-      [](const statement& s) { return plain_key{s.int64(0), s.text(1)}; });
+      [](const statement& s) {
+        return plain_key{s.int64(0), s.text(1)};
+      });
   if (!plain) {
     return tl::unexpected(plain.error());
   }

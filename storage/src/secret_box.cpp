@@ -221,8 +221,8 @@ bool secret_box::is_sealed(std::string_view stored) noexcept {
 
 expected<std::string> secret_box::seal(std::string_view plaintext) const {
   if (plaintext.size() > max_plaintext) {
-    return fail(errc::invalid_argument,
-                fmt::format("a secret is at most {} bytes, not {}", max_plaintext, plaintext.size()));
+    return fail(errc::invalid_argument, fmt::format("a secret is at most {} bytes, not {}",
+                                                    max_plaintext, plaintext.size()));
   }
   auto nonce = random_bytes(nonce_size);
   if (!nonce) {
@@ -235,8 +235,7 @@ expected<std::string> secret_box::seal(std::string_view plaintext) const {
 
   cipher_ctx ctx(EVP_CIPHER_CTX_new());
   int len = 0;
-  if (!ctx ||
-      EVP_EncryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, key_.data(), out) != 1 ||
+  if (!ctx || EVP_EncryptInit_ex(ctx.get(), EVP_aes_256_gcm(), nullptr, key_.data(), out) != 1 ||
       EVP_EncryptUpdate(ctx.get(), nullptr, &len, bytes_of(associated_data),
                         static_cast<int>(associated_data.size())) != 1 ||
       EVP_EncryptUpdate(ctx.get(), out + nonce_size, &len, bytes_of(plaintext),

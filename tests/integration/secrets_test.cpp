@@ -120,13 +120,13 @@ private:
   void answer(int fd) {
     const auto request = read_request(fd);
     const auto first_space = request.find(' ');
-    const auto path = request.substr(first_space + 1, request.find(' ', first_space + 1) -
-                                                          first_space - 1);
+    const auto path =
+        request.substr(first_space + 1, request.find(' ', first_space + 1) - first_space - 1);
     std::string authorization;
     std::istringstream lines(request.substr(0, request.find("\r\n\r\n")));
     for (std::string line; std::getline(lines, line);) {
-      if (line.size() > 14 && (line.rfind("Authorization:", 0) == 0 ||
-                               line.rfind("authorization:", 0) == 0)) {
+      if (line.size() > 14 &&
+          (line.rfind("Authorization:", 0) == 0 || line.rfind("authorization:", 0) == 0)) {
         authorization = line.substr(14);
         const auto first = authorization.find_first_not_of(' ');
         const auto last = authorization.find_last_not_of(" \r");
@@ -279,10 +279,9 @@ TEST_CASE("a verbose trace run logs no key or token and stores no key in plain t
   CHECK(st.st_size == 32);
 
   // A provider whose key is set over the API, and an agent on it.
-  const auto provider =
-      call(port, "POST", "/api/v1/providers", admin,
-           R"({"name":"captured","kind":"openai-compatible","base_url":")" + upstream.base_url() +
-               R"(","api_key":")" + api_key + "\"}");
+  const auto provider = call(port, "POST", "/api/v1/providers", admin,
+                             R"({"name":"captured","kind":"openai-compatible","base_url":")" +
+                                 upstream.base_url() + R"(","api_key":")" + api_key + "\"}");
   REQUIRE(status_of(provider) == 201);
   CHECK_THAT(body_of(provider), Catch::Contains(R"("has_api_key":true)"));
   const auto provider_id = json_field(body_of(provider), "id");
@@ -294,27 +293,25 @@ TEST_CASE("a verbose trace run logs no key or token and stores no key in plain t
   // A user and a token of theirs.
   const auto user = call(port, "POST", "/api/v1/users", admin, R"({"name":"ursula"})");
   REQUIRE(status_of(user) == 201);
-  const auto token = call(port, "POST", "/api/v1/tokens", admin,
-                          R"({"name":"t","user_id":)" + json_field(body_of(user), "id") +
-                              R"(,"scope":"user"})");
+  const auto token =
+      call(port, "POST", "/api/v1/tokens", admin,
+           R"({"name":"t","user_id":)" + json_field(body_of(user), "id") + R"(,"scope":"user"})");
   REQUIRE(status_of(token) == 201);
   const auto user_token = json_field(body_of(token), "token");
   REQUIRE_FALSE(user_token.empty());
 
   // A channel of requests: chat on both providers, whole and streamed, models listed.
-  const auto captured =
-      call(port, "POST", "/api/v1/chat", user_token,
-           R"({"agent":"captured-agent","message":"hello through the capture"})");
+  const auto captured = call(port, "POST", "/api/v1/chat", user_token,
+                             R"({"agent":"captured-agent","message":"hello through the capture"})");
   REQUIRE(status_of(captured) == 200);
   CHECK_THAT(body_of(captured), Catch::Contains("captured answer"));
   const auto declared = call(port, "POST", "/api/v1/chat", admin,
                              R"({"agent":"declared-agent","message":"hello through the mock"})");
   REQUIRE(status_of(declared) == 200);
   CHECK(json_field(body_of(declared), "status") == "succeeded");
-  const auto completion =
-      call(port, "POST", "/v1/chat/completions", user_token,
-           R"({"model":"captured-agent","stream":true,)"
-           R"("messages":[{"role":"user","content":"streamed hello"}]})");
+  const auto completion = call(port, "POST", "/v1/chat/completions", user_token,
+                               R"({"model":"captured-agent","stream":true,)"
+                               R"("messages":[{"role":"user","content":"streamed hello"}]})");
   CHECK(status_of(completion) == 200);
   CHECK_THAT(completion, Catch::Contains("captured answer"));
   const auto models = call(port, "GET", "/api/v1/providers/" + provider_id + "/models", admin);

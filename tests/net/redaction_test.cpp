@@ -6,8 +6,7 @@
 
 using namespace troupe::net;
 
-TEST_CASE("redaction hides the values of credential headers in any case",
-          "[net][redaction]") {
+TEST_CASE("redaction hides the values of credential headers in any case", "[net][redaction]") {
   const std::string sent = "POST /v1/chat/completions HTTP/1.1\r\n"
                            "Host: 127.0.0.1:9000\r\n"
                            "authorization: Bearer sk-marker-1\r\n"
@@ -18,8 +17,8 @@ TEST_CASE("redaction hides the values of credential headers in any case",
                            "Content-Type: application/json\r\n"
                            "\r\n";
   const auto out = redact_headers(sent);
-  for (const char* marker : {"sk-marker-1", "sk-marker-2", "sk-marker-3", "sk-marker-4",
-                             "sk-marker-5"}) {
+  for (const char* marker :
+       {"sk-marker-1", "sk-marker-2", "sk-marker-3", "sk-marker-4", "sk-marker-5"}) {
     CHECK(out.find(marker) == std::string::npos);
   }
   CHECK_THAT(out, Catch::Contains("POST /v1/chat/completions HTTP/1.1\r\n"));

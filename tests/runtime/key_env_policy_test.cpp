@@ -33,9 +33,9 @@ TEST_CASE("a key variable must be TROUPE_KEY_*, OPENAI_API_KEY or listed in the 
   auto refused = builtin.check("api_key_ref", "HOME");
   REQUIRE_FALSE(refused);
   CHECK(refused.error().code == errc::invalid_argument);
-  CHECK_THAT(refused.error().message,
-             Catch::StartsWith("api_key_ref: 'HOME' is not allowed") &&
-                 Catch::Contains("TROUPE_KEY_") && Catch::Contains("allowed_env"));
+  CHECK_THAT(refused.error().message, Catch::StartsWith("api_key_ref: 'HOME' is not allowed") &&
+                                          Catch::Contains("TROUPE_KEY_") &&
+                                          Catch::Contains("allowed_env"));
   const key_env_policy listed({"ANTHROPIC_API_KEY"});
   CHECK(listed.allows("ANTHROPIC_API_KEY"));
   CHECK(listed.allows("TROUPE_KEY_LOCAL"));
@@ -55,9 +55,10 @@ TEST_CASE("a provider naming any other variable is refused at config load",
 
 TEST_CASE("[secrets] allowed_env admits more variables, wherever it is in the file",
           "[runtime][settings][secrets]") {
-  auto after = apply_toml(
-      {}, provider_with_key_env("LOCAL_API_KEY") + "\n[secrets]\nallowed_env = [\"LOCAL_API_KEY\"]\n",
-      "ok.toml");
+  auto after = apply_toml({},
+                          provider_with_key_env("LOCAL_API_KEY") +
+                              "\n[secrets]\nallowed_env = [\"LOCAL_API_KEY\"]\n",
+                          "ok.toml");
   REQUIRE(after);
   CHECK(after->secrets.allowed_env == std::vector<std::string>{"LOCAL_API_KEY"});
   const key_env_policy policy(after->secrets.allowed_env);
@@ -70,8 +71,8 @@ TEST_CASE("[secrets] allowed_env admits more variables, wherever it is in the fi
 
   auto bad_entry = apply_toml({}, "[secrets]\nallowed_env = [\"NOT-A-NAME\"]\n", "x.toml");
   REQUIRE_FALSE(bad_entry);
-  CHECK_THAT(bad_entry.error().message, Catch::Contains("x.toml:2") &&
-                                            Catch::Contains("environment variable name"));
+  CHECK_THAT(bad_entry.error().message,
+             Catch::Contains("x.toml:2") && Catch::Contains("environment variable name"));
   CHECK_FALSE(apply_toml({}, "[secrets]\nallowed_env = \"LOCAL_API_KEY\"\n", "x.toml"));
 }
 
