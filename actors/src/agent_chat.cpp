@@ -175,7 +175,8 @@ int run_agent_chat(agent_chat_options options) {
   provider_config.type = *type;
   provider_config.base_url =
       provider->base_url.empty() ? std::string(net::default_base_url(*type)) : provider->base_url;
-  provider_config.api_key = provider->resolve_api_key(environment_snapshot());
+  provider_config.api_key =
+      provider->resolve_api_key(environment_snapshot(), key_env_policy(config.secrets.allowed_env));
 
   auto workspace =
       options.workspace.empty() ? config.data_dir / "workspaces" / agent->name : options.workspace;

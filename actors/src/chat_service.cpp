@@ -189,12 +189,24 @@ expected<conversation_actor> chat_service::make_conversation(caf::actor_system& 
       std::find_if(options_.declared_providers.begin(), options_.declared_providers.end(),
                    [&](const provider_settings& p) { return p.name == provider->name; });
   if (declared != options_.declared_providers.end()) {
-    config.api_key = declared->resolve_api_key(environment);
+    config.api_key = declared->resolve_api_key(environment, options_.key_env);
   }
   if (config.api_key.empty() && !provider->api_key.empty()) {
-    config.api_key = provider->api_key;
+    // Opened here, where the run needs it, and nowhere else.
+    auto key = storage::reveal_secret(provider->api_key, options_.secrets.get());
+    if (!key) {
+      return fail(errc::invalid_argument,
+                  fmt::format("provider '{}': api_key: {}", provider->name, key.error().message));
+    }
+    config.api_key = std::move(*key);
   }
   if (config.api_key.empty() && !provider->api_key_ref.empty()) {
+    // A row written before the rule existed is refused here too.
+    if (auto allowed = options_.key_env.check(
+            fmt::format("provider '{}': api_key_ref", provider->name), provider->api_key_ref);
+        !allowed) {
+      return tl::unexpected(allowed.error());
+    }
     if (auto it = environment.find(provider->api_key_ref); it != environment.end()) {
       config.api_key = it->second;
     }

@@ -21,6 +21,8 @@
 #include "troupe/storage/catalog_sync.hpp"
 #include "troupe/storage/data_dir.hpp"
 #include "troupe/storage/database.hpp"
+#include "troupe/storage/repositories.hpp"
+#include "troupe/storage/secret_box.hpp"
 #include "troupe/tools/builtin_tools.hpp"
 #include "troupe/tools/control_tools.hpp"
 #include "troupe/tools/tool_resolver.hpp"
@@ -68,6 +70,8 @@ struct node::impl {
   // Storage: the writer connection goes to the store_writer; reads use the pool.
   std::shared_ptr<storage::connection> db_writer;
   std::shared_ptr<storage::read_pool> db_reads;
+  // Seals provider keys at rest (`<data-dir>/secret.key`).
+  std::shared_ptr<const storage::secret_box> secrets;
   store_writer_actor store_writer;
   // The facades the routes use. Their actor handles are dropped before the actor system
   // goes (a detached actor's thread ends only when the last handle to it is gone, and
@@ -158,6 +162,20 @@ struct node::impl {
     auto conn = storage::open_writer(path, *sync);
     if (!conn) {
       return tl::unexpected(conn.error());
+    }
+    // Provider keys at rest: the key file (created at the first start, refused when
+    // others may read it), then any key an older build stored in plain text is sealed.
+    auto box = storage::secret_box::load_or_create(config.data_dir);
+    if (!box) {
+      return tl::unexpected(box.error());
+    }
+    secrets = std::make_shared<const storage::secret_box>(std::move(*box));
+    auto sealed = storage::seal_plaintext_provider_keys(*conn, *secrets);
+    if (!sealed) {
+      return tl::unexpected(sealed.error());
+    }
+    if (*sealed > 0) {
+      log::info("encrypted {} provider key(s) that were stored in plain text", *sealed);
     }
     auto recovered = storage::recover(*conn);
     if (!recovered) {
@@ -313,6 +331,8 @@ expected<endpoint> node::start() {
   chat_options.io.resolver = tool_resolver;
   chat_options.io.sandbox = std::make_shared<tools::sandbox_runner>(sandbox);
   chat_options.declared_providers = d.config.providers;
+  chat_options.secrets = d.secrets;
+  chat_options.key_env = key_env_policy(d.config.secrets.allowed_env);
   chat_options.data_dir = d.config.data_dir;
   chat_options.idle_ttl = d.config.actors.conversation_idle;
   chat_options.history_messages = d.config.actors.history_messages;
@@ -330,6 +350,7 @@ expected<endpoint> node::start() {
     services.store = d.store_facade;
     services.health = d.health_facade;
     services.reads = d.db_reads;
+    services.secrets = d.secrets;
     services.config = &d.config;
     services.metrics = &d.metrics;
     services.demo = d.demo;

@@ -29,7 +29,8 @@ void write_provider(json_writer& w, const storage::provider_record& p) {
   w.end_object();
 }
 
-void read_provider_fields(json_body& body, storage::provider_record& p, bool creating) {
+void read_provider_fields(json_body& body, storage::provider_record& p, bool creating,
+                          const api_state& state) {
   if (auto v = body.text("name", creating, 200)) {
     if (v->empty()) {
       body.invalid("name", "must not be empty");
@@ -50,10 +51,23 @@ void read_provider_fields(json_body& body, storage::provider_record& p, bool cre
     p.base_url = *v;
   }
   if (auto v = body.text("api_key_ref", false, 200)) {
+    // The variable's value goes to base_url: an admin token must not name any variable.
+    if (!state.key_env.allows(*v) && !v->empty()) {
+      body.invalid("api_key_ref", fmt::format("'{}' is not allowed: {}", *v, key_env_rule()));
+    }
     p.api_key_ref = *v;
   }
   if (auto v = body.text("api_key", false, 4096)) {
-    p.api_key = *v;
+    // Sealed before it is stored; the plain key lives only in this request.
+    if (v->empty()) {
+      p.api_key.clear();
+    } else if (!state.secrets) {
+      body.invalid("api_key", "cannot be stored: this node has no secret key");
+    } else if (auto sealed = state.secrets->seal(*v); !sealed) {
+      body.invalid("api_key", "cannot be encrypted: " + sealed.error().message);
+    } else {
+      p.api_key = std::move(*sealed);
+    }
   }
   if (auto v = body.object("config")) {
     p.config_json = *v;
@@ -97,7 +111,7 @@ asio::awaitable<http_response> get_provider(state_ptr state, request_context& ct
 asio::awaitable<http_response> create_provider(state_ptr state, request_context& ctx) {
   json_body body(ctx.request().body);
   storage::provider_record p;
-  read_provider_fields(body, p, true);
+  read_provider_fields(body, p, true, *state);
   if (!body.ok()) {
     co_return body.error_response();
   }
@@ -123,7 +137,7 @@ asio::awaitable<http_response> update_provider(state_ptr state, request_context&
     co_return not_found("provider");
   }
   json_body body(ctx.request().body);
-  read_provider_fields(body, *p, false);
+  read_provider_fields(body, *p, false, *state);
   if (!body.ok()) {
     co_return body.error_response();
   }
@@ -166,10 +180,18 @@ asio::awaitable<http_response> provider_models(state_ptr state, request_context&
   net::provider_config config;
   config.type = *type;
   config.base_url = p->base_url;
-  config.api_key = p->api_key;
+  auto key = storage::reveal_secret(p->api_key, state->secrets.get());
+  if (!key) {
+    co_return http_response::error(409, "conflict", "api_key: " + key.error().message);
+  }
+  config.api_key = std::move(*key);
   if (config.api_key.empty() && !p->api_key_ref.empty()) {
-    if (const char* key = std::getenv(p->api_key_ref.c_str())) {
-      config.api_key = key;
+    // A row written before the rule existed is not read either.
+    if (auto allowed = state->key_env.check("api_key_ref", p->api_key_ref); !allowed) {
+      co_return http_response::error(409, "conflict", allowed.error().message);
+    }
+    if (const char* value = std::getenv(p->api_key_ref.c_str())) {
+      config.api_key = value;
     }
   }
   config.retry.max_attempts = 1;

@@ -24,6 +24,8 @@ expected<void> add_routes(net::router& routes, const actors::node_services& serv
   state->declared_providers = config.providers;
   state->data_dir = config.data_dir;
   state->link_secret = std::move(*secret);
+  state->secrets = services.secrets;
+  state->key_env = key_env_policy(config.secrets.allowed_env);
   state->limiter =
       std::make_shared<rate_limiter>(config.api.rate_per_second, config.api.rate_burst);
   state->demo = services.demo;

@@ -20,6 +20,7 @@
 #include "troupe/runtime/agent_config.hpp"
 #include "troupe/runtime/settings.hpp"
 #include "troupe/storage/database.hpp"
+#include "troupe/storage/secret_box.hpp"
 #include "troupe/storage/write_op.hpp"
 
 namespace troupe::api {
@@ -43,6 +44,10 @@ struct api_state {
   std::filesystem::path data_dir;
   /// The key signing file links (`<data-dir>/link.secret`).
   std::string link_secret;
+  /// Seals provider keys set over the API and opens them to list a provider's models.
+  std::shared_ptr<const storage::secret_box> secrets;
+  /// Which variables `api_key_ref` may name (`[secrets] allowed_env`).
+  key_env_policy key_env;
   std::shared_ptr<rate_limiter> limiter;
   /// The embedded catalog's agent answers with the scripted demo model.
   bool demo = false;

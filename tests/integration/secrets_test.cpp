@@ -383,3 +383,28 @@ TEST_CASE("a config naming a key variable outside the rule does not start",
              Catch::Contains("provider 'p': api_key_env: 'HOME' is not allowed") &&
                  Catch::Contains("TROUPE_KEY_"));
 }
+
+TEST_CASE("the API refuses an api_key_ref outside the rule with a 400 naming it",
+          "[integration][secrets]") {
+  api_server s("", "[secrets]\nallowed_env = [\"SECRETS_TEST_LISTED\"]\n");
+  REQUIRE(s.port() != 0);
+  const auto provider = [&](const std::string& name, const std::string& ref) {
+    return s.call("POST", "/api/v1/providers", s.admin(),
+                  R"({"name":")" + name + R"(","kind":"openai","api_key_ref":")" + ref + "\"}");
+  };
+  const auto home = provider("home", "HOME");
+  CHECK(status_of(home) == 400);
+  CHECK_THAT(body_of(home), Catch::Contains("api_key_ref: 'HOME' is not allowed") &&
+                                Catch::Contains("TROUPE_KEY_") && Catch::Contains("allowed_env"));
+  CHECK(status_of(provider("aws", "AWS_SECRET_ACCESS_KEY")) == 400);
+  CHECK(status_of(provider("prefixed", "TROUPE_KEY_X")) == 201);
+  CHECK(status_of(provider("builtin", "OPENAI_API_KEY")) == 201);
+  const auto listed = provider("listed", "SECRETS_TEST_LISTED");
+  REQUIRE(status_of(listed) == 201);
+  const auto id = json_field(body_of(listed), "id");
+  const auto patched = s.call("PATCH", "/api/v1/providers/" + id, s.admin(),
+                              R"({"api_key_ref":"AWS_SECRET_ACCESS_KEY"})");
+  CHECK(status_of(patched) == 400);
+  CHECK_THAT(body_of(s.call("GET", "/api/v1/providers/" + id, s.admin())),
+             Catch::Contains(R"("api_key_ref":"SECRETS_TEST_LISTED")"));
+}

@@ -24,6 +24,7 @@
 #include "troupe/runtime/agent_config.hpp"
 #include "troupe/storage/database.hpp"
 #include "troupe/storage/records.hpp"
+#include "troupe/storage/secret_box.hpp"
 
 namespace troupe::actors {
 
@@ -35,6 +36,10 @@ struct chat_service_options {
   /// Providers declared in the config: their inline keys never reach the database, so
   /// runs take them from here.
   std::vector<provider_settings> declared_providers;
+  /// Opens provider keys stored sealed; null: keys are as stored (tests without one).
+  std::shared_ptr<const storage::secret_box> secrets;
+  /// Which variables a provider's key reference may name (`[secrets] allowed_env`).
+  key_env_policy key_env;
   std::filesystem::path data_dir;
   std::chrono::milliseconds idle_ttl{std::chrono::minutes(10)};
   std::size_t history_messages = 100;

@@ -17,6 +17,7 @@
 #include "troupe/runtime/settings.hpp"
 #include "troupe/storage/connection.hpp"
 #include "troupe/storage/database.hpp"
+#include "troupe/storage/secret_box.hpp"
 
 namespace troupe::actors {
 
@@ -27,6 +28,8 @@ struct node_services {
   std::shared_ptr<store_facade> store;
   std::shared_ptr<health_facade> health;
   std::shared_ptr<storage::read_pool> reads;
+  /// The data directory's secret box (`secret.key`): seals and opens provider keys.
+  std::shared_ptr<const storage::secret_box> secrets;
   /// The resolved settings (with the embedded catalog when the config declared none).
   const settings* config = nullptr;
   metrics_registry* metrics = nullptr;
