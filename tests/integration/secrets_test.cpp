@@ -28,6 +28,7 @@
 #include "support/troupe_process.hpp"
 #include "troupe/runtime/crypto.hpp"
 #include "troupe/storage/connection.hpp"
+#include "troupe/storage/repositories.hpp"
 
 using namespace troupe::test;
 using namespace std::chrono_literals;
@@ -130,9 +131,8 @@ private:
         authorization = line.substr(14);
         const auto first = authorization.find_first_not_of(' ');
         const auto last = authorization.find_last_not_of(" \r");
-        authorization = first == std::string::npos
-                            ? std::string{}
-                            : authorization.substr(first, last - first + 1);
+        authorization = first == std::string::npos ? std::string{}
+                                                   : authorization.substr(first, last - first + 1);
       }
     }
     {
@@ -243,6 +243,34 @@ std::string call(std::uint16_t port, std::string_view method, std::string_view t
   return http_exchange(port, method, target, body, extra);
 }
 
+// The admin token a `troupe serve` on `data_dir` wrote at its first start.
+std::string admin_token(const std::filesystem::path& data_dir) {
+  auto token = read_file(data_dir / "admin.token");
+  while (!token.empty() && token.back() == '\n') {
+    token.pop_back();
+  }
+  return token;
+}
+
+// Starts `troupe serve` on `dir` and stops it once it listens: the data directory, its
+// database and its key file then exist.
+void start_and_stop(const temp_dir& dir) {
+  serve_process serve(dir, "");
+  REQUIRE(serve.process->wait_for_port());
+  serve.process->signal(SIGTERM);
+  REQUIRE(serve.process->wait_exit() == 0);
+}
+
+// What `troupe serve` on `dir` printed when it refused to start (it must end non-zero
+// without listening).
+std::string refused_start_output(const temp_dir& dir) {
+  serve_process serve(dir, "");
+  CHECK_FALSE(serve.process->wait_for_port(10s));
+  const auto code = serve.process->wait_exit();
+  CHECK((code && *code != 0));
+  return serve.process->output();
+}
+
 } // namespace
 
 TEST_CASE("a verbose trace run logs no key or token and stores no key in plain text",
@@ -266,10 +294,7 @@ TEST_CASE("a verbose trace run logs no key or token and stores no key in plain t
   auto& troupe = *serve.process;
   const auto port = troupe.wait_for_port().value_or(0);
   REQUIRE(port != 0);
-  auto admin = read_file(serve.data_dir / "admin.token");
-  while (!admin.empty() && admin.back() == '\n') {
-    admin.pop_back();
-  }
+  const auto admin = admin_token(serve.data_dir);
   REQUIRE_FALSE(admin.empty());
 
   // The key file: created at the first start, owner-only.
@@ -355,20 +380,102 @@ TEST_CASE("a verbose trace run logs no key or token and stores no key in plain t
 TEST_CASE("troupe refuses to start when secret.key is readable by others",
           "[integration][secrets]") {
   temp_dir dir;
-  {
-    serve_process first(dir, "");
-    REQUIRE(first.process->wait_for_port());
-    first.process->signal(SIGTERM);
-    REQUIRE(first.process->wait_exit() == 0);
-  }
+  start_and_stop(dir);
   const auto key = dir.path() / "data" / "secret.key";
   REQUIRE(::chmod(key.c_str(), 0644) == 0);
-  serve_process second(dir, "");
-  CHECK_FALSE(second.process->wait_for_port(10s));
-  const auto code = second.process->wait_exit();
-  CHECK((code && *code != 0));
-  CHECK_THAT(second.process->output(),
-             Catch::Contains("secret.key") && Catch::Contains("chmod 600"));
+  CHECK_THAT(refused_start_output(dir), Catch::Contains("secret.key") &&
+                                            Catch::Contains("mode 0644") &&
+                                            Catch::Contains("chmod 600"));
+}
+
+TEST_CASE("troupe refuses to start when secret.key is damaged and does not replace it",
+          "[integration][secrets]") {
+  temp_dir dir;
+  start_and_stop(dir);
+  const auto key = dir.path() / "data" / "secret.key";
+  REQUIRE(::truncate(key.c_str(), 16) == 0);
+  CHECK_THAT(refused_start_output(dir), Catch::Contains("secret.key") &&
+                                            Catch::Contains("is 16 bytes") &&
+                                            Catch::Contains("exactly 32 bytes"));
+  // The damaged file is left for the admin to restore: a new key would orphan every
+  // sealed value.
+  CHECK(std::filesystem::file_size(key) == 16);
+
+  std::filesystem::remove(key);
+  std::filesystem::create_directory(key);
+  CHECK_THAT(refused_start_output(dir),
+             Catch::Contains("secret.key") && Catch::Contains("not a regular file"));
+}
+
+TEST_CASE("a key an older build stored in plain text is sealed at the next start, once",
+          "[integration][secrets]") {
+  key_capture_server upstream;
+  const auto api_key = marker("legacy-key");
+  temp_dir dir;
+  start_and_stop(dir);
+  const auto data_dir = dir.path() / "data";
+  troupe::storage::row_id id = 0;
+  {
+    // What a build before sealing wrote: the key as the API was given it.
+    auto db = troupe::storage::connection::open(data_dir / "troupe.db");
+    REQUIRE(db);
+    troupe::storage::provider_record p;
+    p.name = "legacy";
+    p.kind = "openai-compatible";
+    p.base_url = upstream.base_url();
+    p.api_key = api_key;
+    auto inserted = troupe::storage::insert_provider(*db, p);
+    REQUIRE(inserted);
+    id = *inserted;
+  }
+  REQUIRE(database_bytes(data_dir).find(api_key) != std::string::npos);
+  const auto stored_key = [&] {
+    troupe::storage::connection_options read_only;
+    read_only.read_only = true;
+    auto db = troupe::storage::connection::open(data_dir / "troupe.db", read_only);
+    REQUIRE(db);
+    auto row = troupe::storage::find_provider(*db, id);
+    REQUIRE(row);
+    return row->api_key;
+  };
+  const auto models_path = "/api/v1/providers/" + std::to_string(id) + "/models";
+
+  std::string sealed;
+  {
+    serve_process serve(dir, "");
+    const auto port = serve.process->wait_for_port().value_or(0);
+    REQUIRE(port != 0);
+    CHECK_THAT(serve.process->output(),
+               Catch::Contains("encrypted 1 provider key(s) that were stored in plain text"));
+    sealed = stored_key();
+    CHECK(sealed.starts_with("v1:"));
+    CHECK(database_bytes(data_dir).find(api_key) == std::string::npos);
+    // The sealed key still works: it is opened for the request and sent upstream.
+    const auto admin = admin_token(data_dir);
+    const auto models = call(port, "GET", models_path, admin);
+    CHECK(status_of(models) == 200);
+    CHECK_THAT(body_of(models), Catch::Contains("captured-model"));
+    CHECK_THAT(call(port, "GET", "/api/v1/providers", admin),
+               !Catch::Contains(api_key) && !Catch::Contains(sealed));
+    serve.process->signal(SIGTERM);
+    CHECK(serve.process->wait_exit() == 0);
+  }
+  {
+    // A second start finds nothing to seal and leaves the sealed value as it is.
+    serve_process serve(dir, "");
+    const auto port = serve.process->wait_for_port().value_or(0);
+    REQUIRE(port != 0);
+    CHECK_THAT(serve.process->output(), !Catch::Contains("encrypted"));
+    CHECK(stored_key() == sealed);
+    CHECK(status_of(call(port, "GET", models_path, admin_token(data_dir))) == 200);
+    serve.process->signal(SIGTERM);
+    CHECK(serve.process->wait_exit() == 0);
+  }
+  const auto seen = upstream.authorizations();
+  REQUIRE(seen.size() == 2);
+  for (const auto& s : seen) {
+    CHECK_THAT(s, Catch::EndsWith("Bearer " + api_key));
+  }
 }
 
 TEST_CASE("a config naming a key variable outside the rule does not start",
