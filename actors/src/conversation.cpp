@@ -33,6 +33,11 @@ struct pending_turn {
   std::vector<turn_observer> observers;
   /// The run's id; set when the turn is queued.
   std::string run_id;
+  /// The run's row, written with the user message when the turn was accepted (0: not
+  /// yet, or a conversation without storage).
+  storage::row_id run_row = 0;
+  /// The write of the run row and the message is in flight: the turn cannot launch yet.
+  bool storing = false;
 };
 
 struct conversation_state {
@@ -51,6 +56,11 @@ struct conversation_state {
   /// The current turn was cancelled before its run existed.
   bool cancel_on_launch = false;
 };
+
+/// Whether this conversation writes its runs and messages.
+bool stores(const conversation_state& st) {
+  return st.spec.io.writer && st.spec.conversation_row != 0;
+}
 
 using conversation_self = conversation_actor::stateful_pointer<conversation_state>;
 
@@ -205,12 +215,14 @@ void end_turn(conversation_self self, run_result result) {
   }
 }
 
-void launch(conversation_self self, storage::row_id run_row) {
+void launch(conversation_self self) {
   auto& st = self->state;
   run_spec spec;
   spec.run_id = st.current_turn.run_id;
   spec.turn_id = fmt::format("{}.turn{}", st.spec.id, st.turns);
-  spec.run_row = run_row;
+  spec.run_row = st.current_turn.run_row;
+  // The user's message was stored with the run row when the turn was accepted.
+  spec.persist_user_message = false;
   spec.conversation_row = st.spec.conversation_row;
   spec.agent = st.spec.agent;
   spec.provider = st.spec.provider;
@@ -246,75 +258,201 @@ void start_next(conversation_self self) {
   ++st.turns;
 
   ++st.activity;
-  // Busy until the run exists (the run row is written first).
+  // Busy until the run exists; it launches when its row is durable.
   st.launching = true;
-  auto& writer = st.spec.io.writer;
-  if (!writer || st.spec.conversation_row == 0) {
-    launch(self, 0);
-    return;
+  if (!st.current_turn.storing) {
+    launch(self);
   }
-  storage::run_record row;
-  row.uuid = st.current_turn.run_id;
-  row.conversation_id = st.spec.conversation_row;
-  row.agent_id = st.spec.agent_row;
-  row.model = st.spec.agent.model;
-  row.created_at = unix_millis_now();
-  self->request(
-          *writer, store_write_timeout, write_atom::value,
-          storage::make_write(
-              "insert run", [row](storage::connection& c) { return storage::insert_run(c, row); }))
-      .then([self](write_result& id) { launch(self, id ? *id : 0); },
-            [self](caf::error&) { launch(self, 0); });
 }
 
-/// Queues `turn`, or hands it to the active run, under the agent's queue policy.
-void accept(conversation_self self, pending_turn turn) {
+/// The turn of `run_id` (current or queued), or null.
+pending_turn* find_turn(conversation_state& st, const std::string& run_id) {
+  if ((st.launching || st.current) && st.current_turn.run_id == run_id) {
+    return &st.current_turn;
+  }
+  for (auto& t : st.queue) {
+    if (t.run_id == run_id) {
+      return &t;
+    }
+  }
+  return nullptr;
+}
+
+/// The accept write of `run_id`'s turn committed with row `row` (or failed with
+/// `failure`): the turn may launch, or it fails without ever running.
+void on_turn_stored(conversation_self self, const std::string& run_id, storage::row_id row,
+                    std::optional<std::string> failure) {
+  auto& st = self->state;
+  auto* turn = find_turn(st, run_id);
+  if (!turn) {
+    // Cancelled while its write was in flight: its row must not stay queued.
+    if (!failure && row != 0) {
+      self->request(*st.spec.io.writer, store_write_timeout, write_atom::value,
+                    storage::set_run_status_op(row, storage::run_status::cancelled,
+                                               "cancelled before it started"))
+          .then([](write_result&) {}, [](caf::error&) {});
+    }
+    return;
+  }
+  turn->storing = false;
+  turn->run_row = row;
+  const bool is_current = turn == &st.current_turn;
+  if (!failure) {
+    if (is_current && st.launching && !st.current) {
+      launch(self);
+    }
+    return;
+  }
+  run_result r;
+  r.run_id = run_id;
+  r.status = storage::run_status::failed;
+  r.error = fmt::format("the message was not stored, so it did not run: {}", *failure);
+  if (is_current) {
+    st.launching = false;
+    st.cancel_on_launch = false;
+    end_turn(self, std::move(r));
+    return;
+  }
+  deliver_turn(self, *turn, r);
+  std::erase_if(st.queue, [&](const pending_turn& t) { return t.run_id == run_id; });
+}
+
+/// Stores the user's message in one write: with a new run row (queued) for `run_id`, or,
+/// when `joins` names a run that takes it (steer, collect), on that run's row. `ack` is
+/// answered once the write committed, so an acknowledged message is never lost.
+void store_turn(conversation_self self, const std::string& run_id, const std::string& joins,
+                const std::string& text, std::optional<caf::response_promise> ack) {
+  auto& st = self->state;
+  storage::message_record message;
+  message.conversation_id = st.spec.conversation_row;
+  message.role = "user";
+  message.content = text;
+  message.created_at = unix_millis_now();
+  storage::write_op op;
+  if (joins.empty()) {
+    storage::run_record row;
+    row.uuid = run_id;
+    row.conversation_id = st.spec.conversation_row;
+    row.agent_id = st.spec.agent_row;
+    row.model = st.spec.agent.model;
+    row.created_at = message.created_at;
+    op = storage::make_write("store the message and its run",
+                             [row = std::move(row), message = std::move(message)](
+                                 storage::connection& c) -> expected<storage::row_id> {
+                               auto id = storage::insert_run(c, row);
+                               if (!id) {
+                                 return id;
+                               }
+                               auto m = message;
+                               m.run_id = *id;
+                               if (auto inserted = storage::insert_message(c, m); !inserted) {
+                                 return tl::unexpected(inserted.error());
+                               }
+                               return *id;
+                             });
+  } else {
+    op = storage::make_write(
+        "store the message",
+        [joins, message = std::move(message)](storage::connection& c) -> expected<storage::row_id> {
+          // The run it joins was written earlier by this conversation (one
+          // sender's writes apply in order), unless that write failed.
+          auto m = message;
+          if (auto run = storage::find_run_by_uuid(c, joins)) {
+            m.run_id = run->id;
+          }
+          return storage::insert_message(c, m);
+        });
+  }
+  const bool new_row = joins.empty();
+  auto done = [self, run_id, new_row, ack](std::optional<std::string> failure,
+                                           storage::row_id id) mutable {
+    if (new_row) {
+      on_turn_stored(self, run_id, id, failure);
+    }
+    if (ack) {
+      if (failure) {
+        ack->deliver(caf::make_error(caf::sec::runtime_error,
+                                     fmt::format("the message was not stored: {}", *failure)));
+      } else {
+        ack->deliver(true);
+      }
+    }
+  };
+  self->request(*st.spec.io.writer, store_write_timeout, write_atom::value, std::move(op))
+      .then(
+          [done](write_result& r) mutable {
+            done(r ? std::nullopt : std::optional<std::string>(r.error().message), r ? *r : 0);
+          },
+          [done](caf::error& e) mutable { done(from_caf_error(e).message, 0); });
+}
+
+/// Queues `turn`, or hands it to the active run, under the agent's queue policy, and
+/// stores its message; `ack` (when set) is answered once the message is durable.
+void accept(conversation_self self, pending_turn turn,
+            std::optional<caf::response_promise> ack = std::nullopt) {
   auto& st = self->state;
   ++st.activity;
   if (turn.run_id.empty()) {
     // Numbered by arrival, so a queued turn can be cancelled by its id.
     turn.run_id = fmt::format("{}.run{}", st.spec.id, ++st.arrivals);
   }
+  const bool durable = stores(st);
+  const auto text = turn.text;
+  const auto run_id = turn.run_id;
+  // The run that takes this message when it does not get a run of its own.
+  std::string joins;
   if (!busy(st)) {
+    turn.storing = durable;
     st.queue.push_back(std::move(turn));
     start_next(self);
+  } else {
+    // While the run row is being written there is no run to steer or interrupt yet.
+    const bool run_exists = !st.launching;
+    const auto policy = run_exists ? st.spec.agent.queue : queue_policy::followup;
+    const auto join = [](pending_turn& into, pending_turn& from) {
+      into.text += "\n\n" + from.text;
+      for (auto& w : from.waiting) {
+        into.waiting.push_back(std::move(w));
+      }
+      for (auto& o : from.observers) {
+        into.observers.push_back(std::move(o));
+      }
+    };
+    switch (policy) {
+      case queue_policy::followup:
+        turn.storing = durable;
+        st.queue.push_back(std::move(turn));
+        break;
+      case queue_policy::collect:
+        if (st.queue.empty()) {
+          turn.storing = durable;
+          st.queue.push_back(std::move(turn));
+        } else {
+          joins = st.queue.back().run_id;
+          join(st.queue.back(), turn);
+        }
+        break;
+      case queue_policy::steer: {
+        // Answered with the result of the run it steered.
+        joins = st.current_turn.run_id;
+        join(st.current_turn, turn);
+        self->send(st.current, steer_atom::value, text);
+        break;
+      }
+      case queue_policy::interrupt:
+        turn.storing = durable;
+        st.queue.push_front(std::move(turn));
+        self->send(st.current, cancel_atom::value);
+        break;
+    }
+  }
+  if (!durable) {
+    if (ack) {
+      ack->deliver(true);
+    }
     return;
   }
-  // While the run row is being written there is no run to steer or interrupt yet.
-  const bool run_exists = !st.launching;
-  const auto policy = run_exists ? st.spec.agent.queue : queue_policy::followup;
-  const auto join = [](pending_turn& into, pending_turn& from) {
-    into.text += "\n\n" + from.text;
-    for (auto& w : from.waiting) {
-      into.waiting.push_back(std::move(w));
-    }
-    for (auto& o : from.observers) {
-      into.observers.push_back(std::move(o));
-    }
-  };
-  switch (policy) {
-    case queue_policy::followup:
-      st.queue.push_back(std::move(turn));
-      break;
-    case queue_policy::collect:
-      if (st.queue.empty()) {
-        st.queue.push_back(std::move(turn));
-      } else {
-        join(st.queue.back(), turn);
-      }
-      break;
-    case queue_policy::steer: {
-      // Answered with the result of the run it steered.
-      auto text = turn.text;
-      join(st.current_turn, turn);
-      self->send(st.current, steer_atom::value, std::move(text));
-      break;
-    }
-    case queue_policy::interrupt:
-      st.queue.push_front(std::move(turn));
-      self->send(st.current, cancel_atom::value);
-      break;
-  }
+  store_turn(self, run_id, joins, text, std::move(ack));
 }
 
 conversation_actor::behavior_type conversation_behavior(conversation_self self,
@@ -343,15 +481,17 @@ conversation_actor::behavior_type conversation_behavior(conversation_self self,
         accept(self, std::move(turn));
         return caf::delegated<run_result>{};
       },
-      [self](send_atom, turn_request& request) -> bool {
+      [self](send_atom, turn_request& request) -> caf::result<bool> {
         pending_turn turn;
         turn.text = std::move(request.text);
         turn.run_id = std::move(request.run_id);
         if (request.observer) {
           turn.observers.push_back(std::move(request.observer));
         }
-        accept(self, std::move(turn));
-        return true;
+        // Answered when the message and its run row are committed.
+        auto ack = self->make_response_promise();
+        accept(self, std::move(turn), ack);
+        return caf::delegated<bool>{};
       },
       [self](cancel_atom, const std::string& run_id) -> bool {
         auto& st = self->state;
@@ -365,6 +505,12 @@ conversation_actor::behavior_type conversation_behavior(conversation_self self,
         }
         for (auto it = st.queue.begin(); it != st.queue.end(); ++it) {
           if (it->run_id == run_id) {
+            if (it->run_row != 0) {
+              self->request(*st.spec.io.writer, store_write_timeout, write_atom::value,
+                            storage::set_run_status_op(it->run_row, storage::run_status::cancelled,
+                                                       "cancelled before it started"))
+                  .then([](write_result&) {}, [](caf::error&) {});
+            }
             run_result r;
             r.run_id = run_id;
             r.status = storage::run_status::cancelled;

@@ -4,6 +4,8 @@
 #include <memory>
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "run_state.hpp"
 #include "troupe/runtime/json_writer.hpp"
 #include "troupe/runtime/prompt/token_estimate.hpp"
@@ -88,9 +90,38 @@ void finish_run(run_self self, storage::run_status status, std::string text, std
   if (st.spec.io.writer && st.spec.run_row != 0) {
     // The writer applies one sender's writes in order: when the status is durable, so is
     // everything the run wrote before it.
+    // An outcome that is not durable is not reported as a success.
+    auto not_stored = [self](const std::string& why) {
+      auto& r = self->state.result;
+      r.status = storage::run_status::failed;
+      r.error = fmt::format("the run's outcome could not be stored: {}", why);
+    };
+    // Writes apply in order: a failed step or message write has been answered by now.
+    auto check_earlier = [self] {
+      auto& state = self->state;
+      if (state.persistence_error && state.result.status == storage::run_status::succeeded) {
+        state.result.status = storage::run_status::failed;
+        state.result.error = *state.persistence_error;
+        // The row said succeeded a moment ago; it says what the result says.
+        caf::anon_send(*state.spec.io.writer, write_atom::value,
+                       storage::set_run_status_op(state.spec.run_row, state.result.status,
+                                                  state.result.error));
+      }
+    };
     self->request(*st.spec.io.writer, store_write_timeout, write_atom::value,
                   storage::set_run_status_op(st.spec.run_row, status, st.result.error))
-        .then([deliver](write_result&) { deliver(); }, [deliver](caf::error&) { deliver(); });
+        .then(
+            [deliver, not_stored, check_earlier](write_result& r) {
+              if (!r) {
+                not_stored(r.error().message);
+              }
+              check_earlier();
+              deliver();
+            },
+            [deliver, not_stored](caf::error& e) {
+              not_stored(from_caf_error(e).message);
+              deliver();
+            });
   } else {
     deliver();
   }

@@ -171,7 +171,8 @@ void next_round(run_self self) {
   ++st.round;
   st.candidate_streamed = false;
   for (auto& text : st.steered) {
-    push_message(self, chat_message{chat_role::user, std::move(text), {}, {}, {}});
+    // The conversation stored the steering message when it accepted it.
+    st.messages.push_back(chat_message{chat_role::user, std::move(text), {}, {}, {}});
   }
   st.steered.clear();
   completion_request request;

@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include <fmt/format.h>
+
 #include "run_state.hpp"
 #include "troupe/runtime/json_writer.hpp"
 #include "troupe/storage/write_op.hpp"
@@ -42,8 +44,25 @@ void write(run_self self, storage::write_op op) {
   if (!writer || self->state.spec.run_row == 0) {
     return;
   }
+  // A step or message that cannot be stored fails the run: what it would answer could
+  // not be read back (history, steps, replay).
+  auto failed = [self, what = op.what](const std::string& why) {
+    auto message = fmt::format("the run could not store {}: {}", what, why);
+    if (self->state.finished) {
+      // Its final status write comes after this one and reports it.
+      self->state.persistence_error = std::move(message);
+    } else {
+      fail_run(self, std::move(message));
+    }
+  };
   self->request(*writer, store_write_timeout, write_atom::value, std::move(op))
-      .then([](write_result&) {}, [](caf::error&) {});
+      .then(
+          [failed](write_result& r) {
+            if (!r) {
+              failed(r.error().message);
+            }
+          },
+          [failed](caf::error& e) { failed(from_caf_error(e).message); });
 }
 
 void record_step(run_self self, std::string kind, std::string name, std::string status,

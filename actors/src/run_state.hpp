@@ -20,6 +20,7 @@
 #include <functional>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -94,6 +95,8 @@ struct run_state {
   std::uint64_t seq = 0;
   bool started = false;
   bool finished = false;
+  /// A write of this run failed after it finished: its result must not say succeeded.
+  std::optional<std::string> persistence_error;
   bool candidate_streamed = false;
   caf::response_promise promise;
   std::map<std::uint64_t, io_task> inflight;

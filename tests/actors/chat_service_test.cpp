@@ -24,7 +24,8 @@ namespace {
 /// chat service over it.
 struct chat_world {
   explicit chat_world(std::string_view script, std::chrono::milliseconds idle_ttl = 10min,
-                      std::chrono::milliseconds retention = 50ms, std::size_t max_retained = 100)
+                      std::chrono::milliseconds retention = 50ms, std::size_t max_retained = 100,
+                      actors::store_writer_options writer_options = {}, bool writer_has_db = true)
       : world(script) {
     storage::provider_record p;
     p.name = "mock";
@@ -48,9 +49,10 @@ struct chat_world {
     reads = must(storage::read_pool::open(db.dir.db(), 2));
     writer = actors::spawn_store_writer(
         world.system(),
-        std::make_shared<storage::connection>(
-            must(storage::open_writer(db.dir.db(), storage::sync_mode::normal))),
-        {});
+        writer_has_db ? std::make_shared<storage::connection>(
+                            must(storage::open_writer(db.dir.db(), storage::sync_mode::normal)))
+                      : nullptr,
+        writer_options);
     actors::chat_service_options o;
     o.writer = writer;
     o.reads = reads;
@@ -202,4 +204,56 @@ TEST_CASE("finished runs are kept for replay up to a bound, oldest leaving first
   for (int i = 2; i < 5; ++i) {
     CHECK(w.chat->find_run(ids[i]));
   }
+}
+
+TEST_CASE("a submitted message and its run row are committed before the submission is "
+          "answered",
+          "[actors][chat_service][durable]") {
+  // Writes wait 300 ms for company: an answer given before the commit would come first.
+  actors::store_writer_options slow_commit;
+  slow_commit.group_commit = 300ms;
+  chat_world w(R"([{"match":{"user":"hold"},"ttft_ms":3600000,"reply":{"text":"late"}}])", 10min,
+               50ms, 100, slow_commit);
+  auto run = w.submit("hold this");
+  // Read at once, on the test's own connection: both rows are there.
+  auto row = storage::find_run_by_uuid(w.db.db, run.run_id);
+  REQUIRE(row);
+  auto messages = must(storage::list_messages(w.db.db, w.conversation.id));
+  REQUIRE(messages.size() == 1);
+  CHECK(messages.front().role == "user");
+  CHECK(messages.front().content == "hold this");
+  CHECK(messages.front().run_id == std::optional<storage::row_id>(row->id));
+  boost::asio::io_context io;
+  auto cancelled = run_until_done(io, w.chat->cancel(w.conversation.uuid, run.run_id));
+  REQUIRE(cancelled);
+  CHECK(w.wait(run.journal).status == storage::run_status::cancelled);
+  // The user message is stored once: the run did not write it again.
+  CHECK(must(storage::list_messages(w.db.db, w.conversation.id)).size() == 1);
+}
+
+TEST_CASE("a message that cannot be stored is refused, never acknowledged",
+          "[actors][chat_service][durable]") {
+  // A writer without a database fails every write.
+  chat_world w("[]", 10min, 50ms, 100, {}, false);
+  actors::chat_submission s;
+  s.user_id = w.user;
+  s.conversation = w.conversation;
+  s.text = "lost?";
+  boost::asio::io_context io;
+  auto submitted = run_until_done(io, w.chat->submit(std::move(s)));
+  REQUIRE_FALSE(submitted);
+  CHECK_THAT(submitted.error().message, Catch::Contains("not stored"));
+  CHECK(w.world.mock.stats().completion_requests == 0);
+}
+
+TEST_CASE("a run whose step cannot be stored fails and says why",
+          "[actors][chat_service][durable]") {
+  chat_world w("[]");
+  // SQLite refuses every step from now on (a full disk would look the same to the run).
+  must(w.db.db.exec("CREATE TRIGGER refuse_steps BEFORE INSERT ON execution_steps "
+                    "BEGIN SELECT RAISE(ABORT, 'steps refused by the test'); END"));
+  auto r = w.say("hello");
+  CHECK(r.status == storage::run_status::failed);
+  CHECK_THAT(r.error,
+             Catch::Contains("could not store") && Catch::Contains("steps refused by the test"));
 }
