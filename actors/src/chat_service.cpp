@@ -13,6 +13,7 @@
 #include "troupe/runtime/crypto.hpp"
 #include "troupe/runtime/log.hpp"
 #include "troupe/runtime/settings.hpp"
+#include "troupe/storage/provider_key.hpp"
 #include "troupe/storage/repositories.hpp"
 
 namespace troupe::actors {
@@ -184,33 +185,13 @@ expected<conversation_actor> chat_service::make_conversation(caf::actor_system& 
   config.type = *type;
   config.base_url =
       provider->base_url.empty() ? std::string(net::default_base_url(*type)) : provider->base_url;
-  const auto environment = environment_snapshot();
-  auto declared =
-      std::find_if(options_.declared_providers.begin(), options_.declared_providers.end(),
-                   [&](const provider_settings& p) { return p.name == provider->name; });
-  if (declared != options_.declared_providers.end()) {
-    config.api_key = declared->resolve_api_key(environment, options_.key_env);
+  auto key =
+      storage::provider_api_key(*provider, options_.declared_providers, environment_snapshot(),
+                                options_.key_env, options_.secrets.get());
+  if (!key) {
+    return tl::unexpected(key.error());
   }
-  if (config.api_key.empty() && !provider->api_key.empty()) {
-    // Opened here, where the run needs it, and nowhere else.
-    auto key = storage::reveal_secret(provider->api_key, options_.secrets.get());
-    if (!key) {
-      return fail(errc::invalid_argument,
-                  fmt::format("provider '{}': api_key: {}", provider->name, key.error().message));
-    }
-    config.api_key = std::move(*key);
-  }
-  if (config.api_key.empty() && !provider->api_key_ref.empty()) {
-    // A row written before the rule existed is refused here too.
-    if (auto allowed = options_.key_env.check(
-            fmt::format("provider '{}': api_key_ref", provider->name), provider->api_key_ref);
-        !allowed) {
-      return tl::unexpected(allowed.error());
-    }
-    if (auto it = environment.find(provider->api_key_ref); it != environment.end()) {
-      config.api_key = it->second;
-    }
-  }
+  config.api_key = std::move(*key);
   const auto limit = static_cast<std::int64_t>(options_.history_messages * 4 + 8);
   auto messages = reads.with(
       [&](storage::connection& c) { return storage::list_messages(c, conversation->id, limit); });

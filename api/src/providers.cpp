@@ -9,6 +9,7 @@
 #include "troupe/net/provider_client.hpp"
 #include "troupe/runtime/json_writer.hpp"
 #include "troupe/storage/catalog_sync.hpp"
+#include "troupe/storage/provider_key.hpp"
 #include "troupe/storage/repositories.hpp"
 
 namespace troupe::api {
@@ -180,20 +181,12 @@ asio::awaitable<http_response> provider_models(state_ptr state, request_context&
   net::provider_config config;
   config.type = *type;
   config.base_url = p->base_url;
-  auto key = storage::reveal_secret(p->api_key, state->secrets.get());
+  auto key = storage::provider_api_key(*p, state->declared_providers, environment_snapshot(),
+                                       state->key_env, state->secrets.get());
   if (!key) {
-    co_return http_response::error(409, "conflict", "api_key: " + key.error().message);
+    co_return http_response::error(409, "conflict", key.error().message);
   }
   config.api_key = std::move(*key);
-  if (config.api_key.empty() && !p->api_key_ref.empty()) {
-    // A row written before the rule existed is not read either.
-    if (auto allowed = state->key_env.check("api_key_ref", p->api_key_ref); !allowed) {
-      co_return http_response::error(409, "conflict", allowed.error().message);
-    }
-    if (const char* value = std::getenv(p->api_key_ref.c_str())) {
-      config.api_key = value;
-    }
-  }
   config.retry.max_attempts = 1;
   // One client for this request: listing models is a rare admin call.
   net::http_client http(ctx.executor());
