@@ -83,13 +83,14 @@ asio::awaitable<expected<int>> ask_dying(caf::actor_system* system, caf::actor w
   co_return co_await ask<int>(*system, who, 10s, die_atom::value, 1);
 }
 
-asio::awaitable<void> sleep_for(std::chrono::milliseconds d) {
+// Completes once `d` has passed: the rival that cancels an ask raced against it.
+asio::awaitable<void> time_passes(std::chrono::milliseconds d) {
   asio::steady_timer timer(co_await asio::this_coro::executor, d);
   co_await timer.async_wait(asio::use_awaitable);
 }
 
 asio::awaitable<expected<int>> ask_or_give_up(caf::actor_system* system, caf::actor who) {
-  auto outcome = co_await (ask<int>(*system, who, 10s, hold_atom::value) || sleep_for(50ms));
+  auto outcome = co_await (ask<int>(*system, who, 10s, hold_atom::value) || time_passes(50ms));
   if (outcome.index() == 0) {
     co_return std::get<0>(outcome);
   }
@@ -275,13 +276,29 @@ asio::awaitable<int> slow_value(std::chrono::milliseconds delay) {
   co_return 1;
 }
 
+// What the continuation of a dead actor's I/O owns: whether it ran, and a promise kept
+// when the last copy of it is destroyed (the completion message was dropped).
+struct continuation_probe {
+  explicit continuation_probe(std::shared_ptr<std::atomic<bool>> ran_flag)
+      : ran(std::move(ran_flag)) {}
+  continuation_probe(const continuation_probe&) = delete;
+  continuation_probe& operator=(const continuation_probe&) = delete;
+  ~continuation_probe() {
+    ran.reset(); // before the promise: the test then holds the only flag
+    released.set_value();
+  }
+  std::shared_ptr<std::atomic<bool>> ran;
+  std::promise<void> released;
+};
+
 // Starts a slow coroutine and quits at once; the completion must be dropped safely.
 caf::behavior quitter(caf::event_based_actor* self, asio::any_io_executor io,
-                      std::shared_ptr<std::atomic<bool>> ran) {
+                      std::shared_ptr<continuation_probe> probe) {
   return {
       handle_io_completion(),
-      [self, io, ran](start_atom) {
-        start_io(self, io, slow_value(50ms), [ran](expected<int>) { ran->store(true); });
+      [self, io, probe](start_atom) mutable {
+        start_io(self, io, slow_value(50ms), [probe](expected<int>) { probe->ran->store(true); });
+        probe.reset(); // from here on only the continuation holds it
         self->quit();
       },
   };
@@ -306,13 +323,14 @@ caf::behavior canceller(caf::event_based_actor* self, asio::any_io_executor io,
 TEST_CASE("a completion for an actor that died meanwhile is dropped safely", "[actors][bridge]") {
   bridge_fixture f;
   auto ran = std::make_shared<std::atomic<bool>>(false);
-  auto q = f.system.spawn(quitter, f.io.get_executor(), ran);
+  auto probe = std::make_shared<continuation_probe>(ran);
+  auto released = probe->released.get_future();
+  auto q = f.system.spawn(quitter, f.io.get_executor(), std::move(probe));
   caf::anon_send(q, start_atom::value);
-  caf::scoped_actor waiter{f.system};
-  waiter->wait_for(q);
-  std::this_thread::sleep_for(150ms);
+  // The coroutine ends after 50 ms; its completion finds the actor gone, and nothing
+  // keeps the continuation alive: its last copy is destroyed without running.
+  REQUIRE(released.wait_for(10s) == std::future_status::ready);
   CHECK_FALSE(ran->load());
-  // Nothing kept the continuation alive: only this test holds the flag now.
   CHECK(ran.use_count() == 1);
 }
 

@@ -116,7 +116,8 @@ TEST_CASE("no message is lost when its conversation passivates at the hand-over"
     REQUIRE(r.status == storage::run_status::succeeded);
     CHECK_THAT(r.text, Catch::Contains("message " + std::to_string(i)));
     if (i % 3 == 0) {
-      std::this_thread::sleep_for(std::chrono::microseconds(500 + 300 * (i % 5)));
+      // Spreads the next message's arrival around the 1 ms passivation: the subject.
+      std::this_thread::sleep_for(std::chrono::microseconds(500 + 300 * (i % 5))); // subject
     }
   }
   auto messages = must(storage::list_messages(w.db.db, w.conversation.id));
@@ -132,10 +133,18 @@ TEST_CASE("a conversation brought back after passivation has its history",
   chat_world w(R"([{"match":{"user":"what was the word","prompt":"PAPAYA"},
                      "reply":{"text":"The word was PAPAYA."}}])",
                20ms);
-  REQUIRE(w.say("remember the word PAPAYA").status == storage::run_status::succeeded);
-  std::this_thread::sleep_for(200ms); // passivated by now
+  const auto first = w.submit("remember the word PAPAYA");
+  REQUIRE(w.wait(first.journal).status == storage::run_status::succeeded);
+  // Passivation happened: the actor that held the conversation ended on its own (an empty
+  // exit reason, not a kill or a failure) once idle for 20 ms, with nothing in memory left.
+  const auto reason = wait_for_exit(w.world.system(), first.conversation, 10s);
+  REQUIRE(reason.has_value());
+  CHECK_FALSE(*reason);
   const auto before = w.world.mock.stats().completion_requests;
-  auto r = w.say("what was the word?");
+  const auto second = w.submit("what was the word?");
+  // A new actor took the message, built from SQLite alone.
+  CHECK(second.conversation != first.conversation);
+  auto r = w.wait(second.journal);
   REQUIRE(r.status == storage::run_status::succeeded);
   CHECK(w.world.mock.stats().completion_requests == before + 1);
   // The earlier exchange, loaded from SQLite, was in the new actor's prompt.
@@ -196,9 +205,8 @@ TEST_CASE("finished runs are kept for replay up to a bound, oldest leaving first
     REQUIRE(w.wait(run.journal).status == storage::run_status::succeeded);
     ids.push_back(run.run_id);
   }
-  for (int i = 0; i < 200 && w.chat->find_run(ids[1]); ++i) {
-    std::this_thread::sleep_for(5ms);
-  }
+  // The directory drops the oldest journals as newer ones finish; the last may trail.
+  CHECK(wait_until([&] { return !w.chat->find_run(ids[1]); }, 5s));
   CHECK_FALSE(w.chat->find_run(ids[0]));
   CHECK_FALSE(w.chat->find_run(ids[1]));
   for (int i = 2; i < 5; ++i) {

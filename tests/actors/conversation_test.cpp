@@ -144,13 +144,18 @@ TEST_CASE("an idle conversation passivates and the registry spawns it again",
   auto first = get();
   REQUIRE(first);
   CHECK(say(w.system(), first, "hi").text == "hello");
-  self->wait_for(first);
+  // It quits on its own (an empty exit reason) once idle for 100 ms.
+  const auto reason = wait_for_exit(w.system(), first, 10s);
+  REQUIRE(reason.has_value());
+  CHECK_FALSE(*reason);
   // The registry saw it go (its down message may trail ours by a moment).
   actors::conversation_actor second;
-  for (int i = 0; i < 100 && (!second || second == first); ++i) {
-    second = get();
-    std::this_thread::sleep_for(5ms);
-  }
+  CHECK(wait_until(
+      [&] {
+        second = get();
+        return second && second != first;
+      },
+      5s));
   CHECK(second != first);
   CHECK(spawned->load() == 2);
   CHECK(say(w.system(), second, "hi again").text == "hello");
@@ -166,7 +171,8 @@ TEST_CASE("a message arriving mid-run cancels the run and runs next (interrupt)"
       actors::spawn_conversation(w.system(), conversation_for(w, "c-3", queue_policy::interrupt));
   caf::scoped_actor self{w.system()};
   self->send(conversation, actors::send_atom::value, std::string("first message"));
-  std::this_thread::sleep_for(200ms);
+  // The second message arrives while the first run waits for its model answer.
+  REQUIRE(wait_until([&] { return w.llm_calls() == 1; }, 10s));
   self->send(conversation, actors::send_atom::value, std::string("second message"));
   std::vector<actors::run_result> results;
   for (int i = 0; i < 2; ++i) {
@@ -190,7 +196,8 @@ TEST_CASE("a message arriving mid-run steers the run's next round (steer)",
       actors::spawn_conversation(w.system(), conversation_for(w, "c-4", queue_policy::steer));
   caf::scoped_actor self{w.system()};
   self->send(conversation, actors::send_atom::value, std::string("list the fruit"));
-  std::this_thread::sleep_for(100ms);
+  // The steer arrives while the first round waits 400 ms for its model answer.
+  REQUIRE(wait_until([&] { return w.llm_calls() == 1; }, 10s));
   self->send(conversation, actors::send_atom::value, std::string("also mention bananas"));
   std::vector<std::string> answers;
   for (int i = 0; i < 2; ++i) {
@@ -223,23 +230,13 @@ TEST_CASE("stopping the registry ends live conversations and cancels their runs"
   // promise), so it gives up after a short timeout of its own.
   std::thread asker([&] { (void)say(w.system(), conversation, "hello", 3s); });
   // Wait until the model call is under way.
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (w.llm_calls() == 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(5ms);
-  }
+  REQUIRE(wait_until([&] { return w.llm_calls() > 0; }, 10s));
   REQUIRE(w.llm_calls() == 1);
   const auto start = std::chrono::steady_clock::now();
   registry.stop();
-  {
-    caf::scoped_actor self{w.system()};
-    self->wait_for(conversation);
-  }
+  REQUIRE(wait_for_exit(w.system(), conversation, 10s).has_value());
   // The run actor ended too: nothing is left running beyond what was there before.
-  while (w.system().registry().running() >= baseline &&
-         std::chrono::steady_clock::now() - start < 10s) {
-    std::this_thread::sleep_for(5ms);
-  }
-  CHECK(w.system().registry().running() < baseline);
+  CHECK(wait_until([&] { return w.system().registry().running() < baseline; }, 10s));
   CHECK(std::chrono::steady_clock::now() - start < 10s);
   asker.join();
 }

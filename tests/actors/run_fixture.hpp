@@ -5,6 +5,7 @@
 // actor system and a subscriber that records every event.
 
 #include <chrono>
+#include <condition_variable>
 #include <future>
 #include <memory>
 #include <mutex>
@@ -20,6 +21,7 @@
 
 #include "net/mock_llm_fixture.hpp"
 #include "storage/storage_fixture.hpp"
+#include "support/wait_until.hpp"
 #include "troupe/actors/run.hpp"
 #include "troupe/net/http_client.hpp"
 #include "troupe/tools/builtin_tools.hpp"
@@ -29,7 +31,16 @@ namespace troupe::test {
 /// Every event a subscriber received, thread-safe.
 struct event_log {
   std::mutex mutex;
+  std::condition_variable arrived;
   std::vector<run_event> events;
+
+  void add(run_event e) {
+    {
+      std::lock_guard lock(mutex);
+      events.push_back(std::move(e));
+    }
+    arrived.notify_all();
+  }
 
   std::vector<run_event> snapshot() {
     std::lock_guard lock(mutex);
@@ -37,39 +48,32 @@ struct event_log {
   }
   std::size_t count(const std::string& type_name) {
     std::lock_guard lock(mutex);
+    return count_locked(type_name);
+  }
+  /// Waits (up to 5 s) until `n` events of the type arrived: events travel through other
+  /// actors and may trail a run's result.
+  bool wait_for(const std::string& type_name, std::size_t n) {
+    std::unique_lock lock(mutex);
+    return arrived.wait_for(lock, std::chrono::seconds(5),
+                            [&] { return count_locked(type_name) >= n; });
+  }
+  bool has(const std::string& type_name) {
+    std::lock_guard lock(mutex);
+    return count_locked(type_name) > 0;
+  }
+
+private:
+  std::size_t count_locked(const std::string& type_name) const {
     std::size_t n = 0;
     for (const auto& e : events) {
       n += e.type_name() == type_name ? 1u : 0u;
     }
     return n;
   }
-  /// Waits (up to 5 s) until `n` events of the type arrived: events travel through other
-  /// actors and may trail a run's result.
-  bool wait_for(const std::string& type_name, std::size_t n) {
-    for (int i = 0; i < 500; ++i) {
-      if (count(type_name) >= n) {
-        return true;
-      }
-      std::this_thread::sleep_for(std::chrono::milliseconds(10));
-    }
-    return false;
-  }
-  bool has(const std::string& type_name) {
-    std::lock_guard lock(mutex);
-    for (const auto& e : events) {
-      if (e.type_name() == type_name) {
-        return true;
-      }
-    }
-    return false;
-  }
 };
 
 inline actors::run_event_sink::behavior_type event_recorder(std::shared_ptr<event_log> log) {
-  return {[log](actors::event_atom, run_event& e) {
-    std::lock_guard lock(log->mutex);
-    log->events.push_back(std::move(e));
-  }};
+  return {[log](actors::event_atom, run_event& e) { log->add(std::move(e)); }};
 }
 
 inline mock::mock_llm_options script(std::string_view json) {
@@ -182,6 +186,19 @@ private:
   caf::actor_system system_;
   int runs_ = 0;
 };
+
+/// Waits up to `deadline` for `actor` to end: its exit reason (an empty error when it quit
+/// on its own), or nullopt when it is still alive at the deadline.
+template <class Handle>
+std::optional<caf::error> wait_for_exit(caf::actor_system& system, const Handle& actor,
+                                        std::chrono::milliseconds deadline) {
+  caf::scoped_actor self{system};
+  self->monitor(actor);
+  std::optional<caf::error> reason;
+  self->receive([&](caf::down_msg& down) { reason = std::move(down.reason); },
+                caf::after(deadline) >> [] {});
+  return reason;
+}
 
 /// Names of the steps of kind `kind`, in order.
 inline std::vector<std::string> step_names(const actors::run_result& r, std::string_view kind) {

@@ -339,24 +339,14 @@ TEST_CASE("cancelling a run mid-tool stops the tool and its sandboxed process",
   std::optional<actors::run_result> result;
   // A plain send: the result comes back as an ordinary message, received below.
   self->send(run, actors::run_atom::value);
-  bool started = false;
-  for (int i = 0; i < 500 && !started; ++i) {
-    started = process_running("[s]leep 47.25");
-    std::this_thread::sleep_for(10ms);
-  }
-  REQUIRE(started);
+  REQUIRE(wait_until([] { return process_running("[s]leep 47.25"); }, 10s));
   self->send(run, actors::cancel_atom::value);
   self->receive([&](actors::run_result& r) { result = std::move(r); },
                 [&](caf::error& e) { FAIL(caf::to_string(e)); },
                 caf::after(std::chrono::seconds(60)) >> [&] { FAIL("no result"); });
   REQUIRE(result);
   CHECK(result->status == run_status::cancelled);
-  bool gone = false;
-  for (int i = 0; i < 500 && !gone; ++i) {
-    gone = !process_running("[s]leep 47.25");
-    std::this_thread::sleep_for(10ms);
-  }
-  CHECK(gone);
+  CHECK(wait_until([] { return !process_running("[s]leep 47.25"); }, 10s));
   CHECK(w.llm_calls() == 1);
 }
 

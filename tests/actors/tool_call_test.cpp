@@ -1,7 +1,6 @@
 // The tool_call actor: one per tool call; its timeout, cancellation, and the call's
 // fate when its run goes away.
 
-#include <atomic>
 #include <thread>
 
 #include <boost/asio/executor_work_guard.hpp>
@@ -12,6 +11,7 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <catch2/catch.hpp>
 
+#include "support/event_count.hpp"
 #include "troupe/actors/run.hpp"
 #include "troupe/actors/tool_call.hpp"
 
@@ -21,11 +21,18 @@ namespace asio = boost::asio;
 
 namespace {
 
-/// Waits `wait` and answers "woke"; counts how often it was cancelled instead.
+/// What the tool saw: each call it started and each time it was cancelled.
+struct tool_signals {
+  test::event_count started;
+  test::event_count cancelled;
+};
+
+/// Waits `wait` on a timer and answers "woke"; reports when it starts and when it is
+/// cancelled instead.
 class sleepy_tool final : public tools::tool {
 public:
-  explicit sleepy_tool(std::chrono::milliseconds wait, std::atomic<int>& cancelled)
-      : wait_(wait), cancelled_(cancelled) {
+  explicit sleepy_tool(std::chrono::milliseconds wait, tool_signals& signals)
+      : wait_(wait), signals_(signals) {
     descriptor_.name = "sleepy";
     descriptor_.input_schema = R"({"type":"object"})";
   }
@@ -34,10 +41,11 @@ public:
   }
   asio::awaitable<tools::tool_result> invoke(std::string, tools::tool_context) const override {
     asio::steady_timer timer(co_await asio::this_coro::executor, wait_);
+    signals_.started.raise();
     boost::system::error_code ec;
     co_await timer.async_wait(asio::redirect_error(asio::use_awaitable, ec));
     if (ec) {
-      ++cancelled_;
+      signals_.cancelled.raise();
       co_return tools::tool_failure("cancelled", "stopped");
     }
     co_return tools::tool_result{true, "woke", {}, {}};
@@ -46,7 +54,7 @@ public:
 private:
   tools::tool_descriptor descriptor_;
   std::chrono::milliseconds wait_;
-  std::atomic<int>& cancelled_;
+  tool_signals& signals_;
 };
 
 struct world {
@@ -60,7 +68,7 @@ struct world {
   }
   actors::tool_call_spec spec(std::chrono::milliseconds wait, std::chrono::milliseconds timeout) {
     actors::tool_call_spec s;
-    s.impl = std::make_shared<sleepy_tool>(wait, cancelled);
+    s.impl = std::make_shared<sleepy_tool>(wait, signals);
     s.arguments = "{}";
     s.executor = io.get_executor();
     s.timeout = timeout;
@@ -71,7 +79,7 @@ struct world {
   std::thread thread;
   caf::actor_system_config config;
   caf::actor_system system;
-  std::atomic<int> cancelled{0};
+  tool_signals signals;
 };
 
 tools::tool_result call(world& w, const actors::tool_call_actor& actor) {
@@ -99,10 +107,8 @@ TEST_CASE("a tool_call past its timeout cancels the tool and says so", "[actors]
   auto r = call(w, actor);
   CHECK_FALSE(r.ok);
   CHECK(r.failure_kind == "timeout");
-  for (int i = 0; i < 200 && w.cancelled == 0; ++i) {
-    std::this_thread::sleep_for(5ms);
-  }
-  CHECK(w.cancelled == 1);
+  CHECK(w.signals.cancelled.wait_for(1, 5s));
+  CHECK(w.signals.cancelled.value() == 1);
 }
 
 TEST_CASE("a tool_call whose run goes away cancels its tool", "[actors][tool_call]") {
@@ -111,10 +117,8 @@ TEST_CASE("a tool_call whose run goes away cancels its tool", "[actors][tool_cal
       w.system.spawn([](caf::event_based_actor*) -> caf::behavior { return {[](int) {}}; });
   auto actor = actors::spawn_tool_call(w.system, w.spec(10s, 10s), owner.address());
   caf::anon_send(actor, actors::run_atom::value);
-  std::this_thread::sleep_for(50ms);
+  REQUIRE(w.signals.started.wait_for(1, 5s)); // the tool is under way
   caf::anon_send_exit(owner, caf::exit_reason::kill);
-  for (int i = 0; i < 400 && w.cancelled == 0; ++i) {
-    std::this_thread::sleep_for(5ms);
-  }
-  CHECK(w.cancelled == 1);
+  CHECK(w.signals.cancelled.wait_for(1, 5s));
+  CHECK(w.signals.cancelled.value() == 1);
 }

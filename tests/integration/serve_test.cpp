@@ -8,6 +8,7 @@
 
 #include "support/raw_http.hpp"
 #include "support/troupe_process.hpp"
+#include "support/wait_until.hpp"
 
 using namespace troupe::test;
 using namespace std::chrono_literals;
@@ -100,9 +101,12 @@ TEST_CASE("SIGTERM during a slow request lets it finish, then troupe exits 0", "
 
   raw_client slow(*port);
   slow.send("GET /healthz HTTP/1.1\r\n"); // the request has begun...
-  std::this_thread::sleep_for(100ms);
+  // troupe accepts connections in the order they arrived: once a later one is answered,
+  // the slow one is accepted too.
+  REQUIRE(status_of(http_exchange(*port, "GET", "/healthz")) == 200);
   troupe.signal(SIGTERM);
-  std::this_thread::sleep_for(400ms); // ...and is still arriving after the signal
+  // ...and is still arriving while troupe drains.
+  REQUIRE(wait_until([&] { return troupe.output().find("draining:") != std::string::npos; }, 10s));
   CHECK_FALSE(troupe.wait_exit(0ms).has_value());
   slow.send("Host: x\r\n\r\n");
   const auto answer = slow.read_until_closed();

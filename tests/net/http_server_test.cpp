@@ -7,7 +7,9 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <catch2/catch.hpp>
 
+#include "support/event_count.hpp"
 #include "support/raw_http.hpp"
+#include "support/wait_until.hpp"
 #include "troupe/net/http_server.hpp"
 
 using namespace troupe;
@@ -74,11 +76,13 @@ asio::awaitable<http_response> throw_inside() {
   co_return http_response{};
 }
 
-// Shares the response_stream of the latest /sse request with the test thread.
+// Shares the response_stream of the latest /sse request with the test thread, and tells
+// it what the handlers saw: /slow requests begun, sse clients gone.
 struct stream_slot {
   std::mutex mutex;
   std::promise<response_stream> promise;
-  std::atomic<int> disconnects{0};
+  troupe::test::event_count slow_begun;
+  troupe::test::event_count disconnects;
 };
 
 router test_routes(std::shared_ptr<stream_slot> slot) {
@@ -86,7 +90,8 @@ router test_routes(std::shared_ptr<stream_slot> slot) {
   r.add(http_method::get, "/echo/{name}", [](request_context& ctx) {
     return echo_name(std::string(ctx.param("name")), ctx.request_id());
   });
-  r.add(http_method::get, "/slow", [](request_context& ctx) {
+  r.add(http_method::get, "/slow", [slot](request_context& ctx) {
+    slot->slow_begun.raise();
     return sleep_then_answer(std::chrono::milliseconds(std::stoi(ctx.request().query_param("ms"))));
   });
   r.add(http_method::get, "/patient", [](request_context& ctx) {
@@ -99,7 +104,7 @@ router test_routes(std::shared_ptr<stream_slot> slot) {
   r.add(http_method::get, "/throw", [](request_context&) { return throw_inside(); });
   r.add(http_method::get, "/sse", [slot](request_context& ctx) {
     auto stream = ctx.begin_sse();
-    stream.on_disconnect([slot] { slot->disconnects.fetch_add(1); });
+    stream.on_disconnect([slot] { slot->disconnects.raise(); });
     slot->promise.set_value(stream);
     return sleep_then_answer(0ms);
   });
@@ -228,7 +233,7 @@ TEST_CASE("sse streams deliver events in order and end with the last chunk", "[n
   CHECK(all.find("id: 0\n") < all.find("id: 99\n"));
   CHECK_THAT(all, Catch::Contains("data: line 99\n\n"));
   CHECK_THAT(all, Catch::EndsWith("0\r\n\r\n"));
-  CHECK(slot->disconnects.load() == 0);
+  CHECK(slot->disconnects.value() == 0);
   CHECK_FALSE(stream.is_open());
 }
 
@@ -241,17 +246,12 @@ TEST_CASE("a client that leaves an sse stream is reported to the producer", "[ne
   c->read_until(": ping");
   CHECK(s.gauge("troupe_http_open_streams") == 1);
   c->reset();
-  const auto deadline = std::chrono::steady_clock::now() + 5s;
-  while (slot->disconnects.load() == 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(5ms);
-  }
-  CHECK(slot->disconnects.load() == 1);
+  REQUIRE(slot->disconnects.wait_for(1, 5s));
+  CHECK(slot->disconnects.value() == 1);
   CHECK(stream.client_gone());
   CHECK(stream.try_send({"", "", {}, "late"}) == stream_write_result::closed);
-  while (s.gauge("troupe_http_open_streams") != 0 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::sleep_for(5ms);
-  }
-  CHECK(s.gauge("troupe_http_open_streams") == 0);
+  // The gauge drops when the session ends, which may trail the producer's notice.
+  CHECK(troupe::test::wait_until([&] { return s.gauge("troupe_http_open_streams") == 0; }, 5s));
 }
 
 TEST_CASE("a slow sse client fills only its own queue", "[net][sse]") {
@@ -279,13 +279,14 @@ TEST_CASE("a slow sse client fills only its own queue", "[net][sse]") {
 }
 
 TEST_CASE("graceful stop lets an in-flight request finish and refuses new ones", "[net][http]") {
-  running_server s(test_routes(std::make_shared<stream_slot>()));
+  auto slot = std::make_shared<stream_slot>();
+  running_server s(test_routes(slot));
   raw_client idle(s.port);
   idle.send("GET /echo/x HTTP/1.1\r\nHost: x\r\n\r\n");
   idle.read_until("x|");
   auto in_flight =
       std::async(std::launch::async, [&] { return http_exchange(s.port, "GET", "/slow?ms=400"); });
-  std::this_thread::sleep_for(100ms);
+  REQUIRE(slot->slow_begun.wait_for(1, 5s)); // the request is in its handler
   const auto took = s.stop(5000ms);
   const auto answer = in_flight.get();
   CHECK(status_of(answer) == 200);

@@ -10,6 +10,7 @@
 #include <catch2/catch.hpp>
 
 #include "mock_llm_fixture.hpp"
+#include "support/wait_until.hpp"
 #include "troupe/net/provider_client.hpp"
 
 using namespace troupe;
@@ -18,6 +19,7 @@ using namespace troupe::mock;
 using namespace std::chrono_literals;
 using troupe::test::mock_llm_fixture;
 using troupe::test::run_until_done;
+using troupe::test::wait_until;
 
 namespace {
 
@@ -81,18 +83,6 @@ std::size_t count(const std::vector<stream_event>& events, stream_event::kind k)
     n += e.type == k ? 1 : 0;
   }
   return n;
-}
-
-// Polls `predicate` (reading the mock's stats from its own thread) for up to `limit`.
-template <class Predicate> bool eventually(Predicate predicate, std::chrono::milliseconds limit) {
-  const auto until = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < until) {
-    if (predicate()) {
-      return true;
-    }
-    std::this_thread::sleep_for(10ms);
-  }
-  return predicate();
 }
 
 } // namespace
@@ -458,7 +448,7 @@ TEST_CASE("cancelling a stream mid-flight releases its connection",
   CHECK(http.active_transfers() == 0);
   CHECK(mock.stats().streams_started == 1);
   // The server sees the client leave and closes the connection and its stream.
-  CHECK(eventually(
+  CHECK(wait_until(
       [&] {
         const auto s = mock.stats();
         return s.open_connections == 0 && s.active_streams == 0 && s.streams_abandoned == 1;

@@ -14,6 +14,8 @@
 #include <boost/asio/use_awaitable.hpp>
 #include <catch2/catch.hpp>
 
+#include "support/event_count.hpp"
+#include "support/wait_until.hpp"
 #include "troupe/tools/blocking_pool.hpp"
 
 using namespace troupe;
@@ -21,6 +23,8 @@ using namespace troupe::tools;
 using namespace std::chrono_literals;
 using namespace boost::asio::experimental::awaitable_operators;
 namespace asio = boost::asio;
+using troupe::test::event_count;
+using troupe::test::wait_until;
 
 namespace {
 
@@ -77,7 +81,8 @@ asio::awaitable<expected<int>> quick_job(blocking_pool* pool, int value) {
   co_return co_await pool->run(std::move(job), 10s);
 }
 
-asio::awaitable<void> sleep_for(std::chrono::milliseconds d) {
+// Completes once `d` has passed: the rival a job's wait is raced against.
+asio::awaitable<void> time_passes(std::chrono::milliseconds d) {
   asio::steady_timer t(co_await asio::this_coro::executor, d);
   co_await t.async_wait(asio::use_awaitable);
 }
@@ -85,7 +90,7 @@ asio::awaitable<void> sleep_for(std::chrono::milliseconds d) {
 // A blocked job raced against a short timer: the timer must win at once.
 asio::awaitable<std::size_t> abandon_after(blocking_pool* pool, gate* g,
                                            std::chrono::milliseconds after) {
-  auto r = co_await (blocked_job(pool, g, 60s) || sleep_for(after));
+  auto r = co_await (blocked_job(pool, g, 60s) || time_passes(after));
   co_return r.index();
 }
 
@@ -100,7 +105,7 @@ asio::awaitable<std::size_t> abandon_spinning(blocking_pool* pool, std::promise<
     saw_stop->set_value(control.should_stop());
     return 0;
   };
-  auto r = co_await (pool->run(std::move(job), 60s) || sleep_for(after));
+  auto r = co_await (pool->run(std::move(job), 60s) || time_passes(after));
   co_return r.index();
 }
 
@@ -149,9 +154,9 @@ TEST_CASE("a job offered to a full pool is refused at once with a busy error",
   gate running;
   gate queued;
   asio::io_context io;
-  std::atomic<int> answered{0};
+  event_count answered;
   blocking_pool pool(1, 1);
-  const auto count = [&answered](std::exception_ptr, expected<int>) { ++answered; };
+  const auto count = [&answered](std::exception_ptr, expected<int>) { answered.raise(); };
   asio::co_spawn(io, blocked_job(&pool, &running, 30s), count);
   std::thread io_thread([&io] {
     auto work = asio::make_work_guard(io);
@@ -160,10 +165,7 @@ TEST_CASE("a job offered to a full pool is refused at once with a busy error",
   REQUIRE(running.started_within(10s)); // the only worker is taken
   asio::post(io, [&] { asio::co_spawn(io, blocked_job(&pool, &queued, 30s), count); });
   // The second job waits in the queue of one; a third is refused without waiting.
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (pool.queued() < 1 && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::yield();
-  }
+  REQUIRE(wait_until([&] { return pool.queued() >= 1; }, 10s));
   REQUIRE(pool.queued() == 1);
   const auto offered = std::chrono::steady_clock::now();
   auto third = run_here(quick_job(&pool, 3));
@@ -174,10 +176,7 @@ TEST_CASE("a job offered to a full pool is refused at once with a busy error",
   // Both accepted jobs still run to their end once unblocked.
   running.open();
   queued.open();
-  while (answered < 2 && std::chrono::steady_clock::now() < deadline + 10s) {
-    std::this_thread::yield();
-  }
-  CHECK(answered == 2);
+  CHECK(answered.wait_for(2, 10s));
   io.stop();
   io_thread.join();
 }
@@ -195,14 +194,14 @@ TEST_CASE("a job is told to stop once its awaiter has given up", "[tools][blocki
 TEST_CASE("destroying the pool wakes the awaiters of queued jobs", "[tools][blocking_pool]") {
   gate running;
   asio::io_context io;
-  std::atomic<bool> queued_answered{false};
-  std::optional<expected<int>> queued_result; // written before queued_answered is set
+  event_count queued_answered;
+  std::optional<expected<int>> queued_result; // written before queued_answered is raised
   auto pool = std::make_unique<blocking_pool>(1, 4);
   asio::co_spawn(io, blocked_job(pool.get(), &running, 30s),
                  [](std::exception_ptr, expected<int>) {});
   asio::co_spawn(io, quick_job(pool.get(), 5), [&](std::exception_ptr, expected<int> r) {
     queued_result = std::move(r);
-    queued_answered = true;
+    queued_answered.raise();
   });
   std::thread io_thread([&io] {
     auto work = asio::make_work_guard(io);
@@ -210,18 +209,11 @@ TEST_CASE("destroying the pool wakes the awaiters of queued jobs", "[tools][bloc
   });
   REQUIRE(running.started_within(10s));
   // The quick job is in the queue before the pool goes (else it is refused, not queued).
-  const auto queued_by = std::chrono::steady_clock::now() + 10s;
-  while (pool->queued() < 1 && std::chrono::steady_clock::now() < queued_by) {
-    std::this_thread::yield();
-  }
+  REQUIRE(wait_until([&] { return pool->queued() >= 1; }, 10s));
   REQUIRE(pool->queued() == 1);
   // The destructor waits for the running job, but wakes the queued one's awaiter first.
   std::thread destroyer([&pool] { pool.reset(); });
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (!queued_answered && std::chrono::steady_clock::now() < deadline) {
-    std::this_thread::yield();
-  }
-  REQUIRE(queued_answered);
+  REQUIRE(queued_answered.wait_for(1, 10s));
   REQUIRE(queued_result.has_value());
   CHECK_FALSE(*queued_result);
   CHECK(queued_result->error().code == errc::cancelled);

@@ -101,7 +101,7 @@ TEST_CASE("the payload runs inside the run's pids cgroup from its first instruct
                            "    except OSError:\n"
                            "        break\n"
                            "    if pid == 0:\n"
-                           "        time.sleep(2)\n"
+                           "        time.sleep(2)\n" // the subject: children hold their pids
                            "        os._exit(0)\n"
                            "    n += 1\n"
                            "print(n)\n"},
