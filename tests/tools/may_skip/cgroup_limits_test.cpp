@@ -82,6 +82,22 @@ void require_cgroup(const std::string& controller) {
   }
 }
 
+// This process's per-run cgroup directories that still exist (run-<pid>-<n>).
+int leftover_cgroups() {
+  int count = 0;
+  const auto prefix = "run-" + std::to_string(::getpid()) + "-";
+  for (const char* controller : {"pids", "memory"}) {
+    std::error_code ec;
+    for (const auto& entry : std::filesystem::directory_iterator(
+             std::filesystem::path("/sys/fs/cgroup") / controller / "troupe", ec)) {
+      if (entry.path().filename().string().rfind(prefix, 0) == 0) {
+        ++count;
+      }
+    }
+  }
+  return count;
+}
+
 } // namespace
 
 TEST_CASE("the payload runs inside the run's pids cgroup from its first instruction",
@@ -125,4 +141,31 @@ TEST_CASE("the payload's memory is charged to the run's memory cgroup", "[tools]
   CHECK(r.exit_code == 128 + SIGKILL);
   CHECK(r.stdout_text.find("allocated") == std::string::npos);
   CHECK_THAT(r.error, Catch::Contains("memory limit"));
+}
+
+TEST_CASE("the sandbox's cgroup namespace is rooted at the run's own cgroup", "[tools][sandbox]") {
+  require_cgroup("pids");
+  troupe::test::temp_dir ws;
+  // Had bubblewrap created its namespaces before the move, the run's cgroup path (and
+  // troupe's pid in it) would show here.
+  auto r = run_in_sandbox({"/usr/bin/bash", "-c", "cat /proc/self/cgroup"}, ws.path());
+  REQUIRE(r.exit_code == 0);
+  CHECK(r.stdout_text.find("troupe") == std::string::npos);
+  CHECK(r.stdout_text.find("run-") == std::string::npos);
+  REQUIRE(has_limit(r, "cgroup_pids="));
+  CHECK_THAT(r.stdout_text, Catch::Contains(":pids:/\n"));
+  CHECK_THAT(r.stdout_text, Catch::Contains(":memory:/\n"));
+}
+
+TEST_CASE("a finished run leaves no cgroup behind", "[tools][sandbox]") {
+  require_cgroup("pids");
+  troupe::test::temp_dir ws;
+  // A daemon in its own session outlives its parent unless the run's cleanup kills it,
+  // and its cgroup stays while a process is in it.
+  auto r = run_in_sandbox({"/usr/bin/bash", "-c", "setsid sleep 300 & (sleep 300 &); echo started"},
+                          ws.path());
+  REQUIRE(has_limit(r, "cgroup_pids="));
+  CHECK(r.stdout_text == "started\n");
+  CHECK(sandbox_processes() == 0);
+  CHECK(leftover_cgroups() == 0);
 }
