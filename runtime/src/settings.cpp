@@ -244,12 +244,12 @@ const std::vector<setting_spec>& specs() {
         "actors.scheduler_threads", "actor scheduler threads (0: one per core)",
         [](settings& s) -> unsigned& { return s.actors.scheduler_threads; }, 0u, 256u));
     t.push_back(make_spec(
-        "actors.scheduler_policy", "sharing | stealing",
+        "actors.scheduler_policy", "shards | sharing | stealing",
         [](settings& s, std::string_view text) -> expected<void> {
-          if (text != "sharing" && text != "stealing") {
+          if (text != "shards" && text != "sharing" && text != "stealing") {
             return fail(errc::invalid_argument,
                         fmt::format("'{}' is not a scheduler policy (expected "
-                                    "sharing or stealing)",
+                                    "shards, sharing or stealing)",
                                     text));
           }
           s.actors.scheduler_policy = std::string(text);
@@ -260,6 +260,12 @@ const std::vector<setting_spec>& specs() {
         "actors.max_throughput", "messages an actor handles before yielding its thread",
         [](settings& s) -> std::size_t& { return s.actors.max_throughput; }, std::size_t{1},
         std::size_t{1'000'000}));
+    t.push_back(integer_spec<unsigned>(
+        "actors.shards", "shards with scheduler_policy = shards (0: one per core)",
+        [](settings& s) -> unsigned& { return s.actors.shards; }, 0u, 256u));
+    t.push_back(millis_spec(
+        "actors.lag_warn_ms", "a shard's thread held this long by one thing is logged",
+        [](settings& s) -> std::chrono::milliseconds& { return s.actors.lag_warn; }, 1, 3'600'000));
     t.push_back(millis_spec(
         "actors.conversation_idle_ms", "idle time after which a conversation leaves memory",
         [](settings& s) -> std::chrono::milliseconds& { return s.actors.conversation_idle; }, 1'000,

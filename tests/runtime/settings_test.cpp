@@ -128,6 +128,25 @@ TEST_CASE("the resolved settings print as TOML that reads back the same", "[runt
   CHECK(again->actors.scheduler_policy == "stealing");
 }
 
+TEST_CASE("the scheduler defaults to shards, one per core, and sharing stays selectable",
+          "[runtime][settings]") {
+  const settings defaults;
+  CHECK(defaults.actors.scheduler_policy == "shards");
+  CHECK(defaults.actors.shards == 0);
+  CHECK(defaults.actors.lag_warn.count() == 50);
+  settings s;
+  REQUIRE(apply_setting(s, "actors.scheduler_policy", "sharing"));
+  CHECK(s.actors.scheduler_policy == "sharing");
+  REQUIRE(apply_setting(s, "actors.shards", "3"));
+  REQUIRE(apply_setting(s, "actors.lag_warn_ms", "20"));
+  auto again = apply_toml({}, to_toml(s), "printed");
+  REQUIRE(again);
+  CHECK(again->actors.shards == 3);
+  CHECK(again->actors.lag_warn.count() == 20);
+  CHECK_FALSE(apply_setting(s, "actors.scheduler_policy", "shard"));
+  CHECK_FALSE(apply_setting(s, "actors.shards", "-1"));
+}
+
 TEST_CASE("every catalogued key has an environment name and a default", "[runtime][settings]") {
   for (const auto& info : setting_catalog()) {
     CHECK(info.env_name.rfind("TROUPE_", 0) == 0);

@@ -58,10 +58,17 @@ struct server_settings {
 struct actor_settings {
   /// Scheduler worker threads; 0 means one per core.
   unsigned scheduler_threads = 0;
-  /// "sharing" (one shared queue; lowest latency on few cores) or "stealing".
-  std::string scheduler_policy = "sharing";
+  /// "shards" (one thread per shard runs its actors and its network I/O; see
+  /// docs/execution-model.md), or CAF's own "sharing" (one shared queue) or "stealing"
+  /// scheduler with `server.io_threads` separate io threads.
+  std::string scheduler_policy = "shards";
   /// Messages an actor may handle before yielding its thread.
   std::size_t max_throughput = 300;
+  /// With policy "shards": the shards (threads); 0 means one per core.
+  unsigned shards = 0;
+  /// With policy "shards": a shard's thread held this long by one actor or handler is
+  /// logged as a warning naming it.
+  std::chrono::milliseconds lag_warn{50};
   /// A conversation without activity for this long leaves memory (its state is in
   /// SQLite; the next message brings it back).
   std::chrono::milliseconds conversation_idle{600'000};
