@@ -3,6 +3,7 @@
 #include <atomic>
 #include <mutex>
 #include <random>
+#include <stdexcept>
 #include <unordered_map>
 
 #include <boost/asio/as_tuple.hpp>
@@ -51,19 +52,41 @@ void stream_state::report_disconnect() {
   }
 }
 
-/// State shared by the acceptor, every connection and `http_server`.
+/// One acceptor and the executor its connections run on.
+struct listener {
+  listener(asio::any_io_executor exec, asio::io_context* strand_source, metric_counter& count)
+      : executor(std::move(exec)), acceptor(executor), strands_of(strand_source), accepted(count) {}
+
+  asio::any_io_executor executor;
+  tcp::acceptor acceptor;
+  /// A multi-threaded io_context (set here) gives each connection a strand of its own;
+  /// a single-threaded executor (a shard, null here) runs its connections directly.
+  asio::io_context* strands_of;
+  /// `troupe_http_connections_total{shard="k"}`.
+  metric_counter& accepted;
+};
+
+/// State shared by the acceptors, every connection and `http_server`.
 struct server_state {
-  server_state(asio::io_context& context, router table, http_server_options opts,
-               metrics_registry& registry)
-      : io(context), acceptor(context), routes(std::move(table)), options(std::move(opts)),
-        metrics(registry), open_connections(registry.gauge("troupe_http_open_connections",
-                                                           "HTTP connections open now")),
+  server_state(std::vector<asio::any_io_executor> executors, asio::io_context* strand_source,
+               router table, http_server_options opts, metrics_registry& registry)
+      : routes(std::move(table)), options(std::move(opts)), metrics(registry),
+        open_connections(
+            registry.gauge("troupe_http_open_connections", "HTTP connections open now")),
         open_streams(
             registry.gauge("troupe_http_open_streams", "Streaming responses (SSE) open now")),
-        request_prefix(fmt::format("{:08x}", std::random_device{}())) {}
+        request_prefix(fmt::format("{:08x}", std::random_device{}())) {
+    listeners.reserve(executors.size());
+    for (std::size_t i = 0; i < executors.size(); ++i) {
+      listeners.push_back(std::make_unique<listener>(
+          std::move(executors[i]), strand_source,
+          registry.counter("troupe_http_connections_total",
+                           "HTTP connections accepted, by the shard (acceptor) that took them",
+                           {{"shard", std::to_string(i)}})));
+    }
+  }
 
-  asio::io_context& io;
-  tcp::acceptor acceptor;
+  std::vector<std::unique_ptr<listener>> listeners;
   router routes;
   http_server_options options;
   metrics_registry& metrics;
@@ -99,6 +122,7 @@ struct server_state {
 } // namespace detail
 
 using detail::connection;
+using detail::listener;
 using detail::server_state;
 using detail::stream_state;
 
@@ -512,17 +536,20 @@ asio::awaitable<void> serve_and_forget(std::shared_ptr<server_state> server,
   server->open_connections.add(-1);
 }
 
-asio::awaitable<void> accept_loop(std::shared_ptr<server_state> server) {
+asio::awaitable<void> accept_loop(std::shared_ptr<server_state> server, listener* where) {
   for (;;) {
-    auto [ec, socket] = co_await server->acceptor.async_accept(asio::make_strand(server->io),
-                                                               asio::as_tuple(asio::use_awaitable));
+    const auto connection_executor =
+        where->strands_of != nullptr ? asio::any_io_executor(asio::make_strand(*where->strands_of))
+                                     : where->executor;
+    auto [ec, socket] = co_await where->acceptor.async_accept(connection_executor,
+                                                              asio::as_tuple(asio::use_awaitable));
     if (ec) {
-      if (ec == asio::error::operation_aborted || !server->acceptor.is_open()) {
+      if (ec == asio::error::operation_aborted || !where->acceptor.is_open()) {
         co_return;
       }
       // EMFILE and friends: back off briefly rather than spin.
       log::warn("accept failed: {}", ec.message());
-      asio::steady_timer pause(server->io, std::chrono::milliseconds(50));
+      asio::steady_timer pause(where->executor, std::chrono::milliseconds(50));
       co_await pause.async_wait(asio::as_tuple(asio::use_awaitable));
       continue;
     }
@@ -536,6 +563,7 @@ asio::awaitable<void> accept_loop(std::shared_ptr<server_state> server) {
       socket.close(ignored);
       continue;
     }
+    where->accepted.add();
     const auto id = server->next_connection_id.fetch_add(1);
     auto conn = std::make_shared<connection>(std::move(socket), server.get(), id);
     {
@@ -704,23 +732,36 @@ struct http_server::impl {
 http_server::http_server(asio::io_context& io, router routes, http_server_options options,
                          metrics_registry& metrics)
     : impl_(std::make_shared<impl>()) {
-  impl_->state = std::make_shared<server_state>(io, std::move(routes), std::move(options), metrics);
+  impl_->state =
+      std::make_shared<server_state>(std::vector<asio::any_io_executor>{io.get_executor()}, &io,
+                                     std::move(routes), std::move(options), metrics);
+}
+
+http_server::http_server(std::vector<asio::any_io_executor> executors, router routes,
+                         http_server_options options, metrics_registry& metrics)
+    : impl_(std::make_shared<impl>()) {
+  if (executors.empty()) {
+    throw std::invalid_argument("http_server needs at least one executor");
+  }
+  impl_->state = std::make_shared<server_state>(std::move(executors), nullptr, std::move(routes),
+                                                std::move(options), metrics);
 }
 
 http_server::~http_server() = default;
 
-expected<endpoint> http_server::listen(const endpoint& where) {
-  auto& acceptor = impl_->state->acceptor;
+namespace {
+
+/// Lets several sockets bind one address; the kernel spreads new connections among them.
+using reuse_port = asio::detail::socket_option::boolean<SOL_SOCKET, SO_REUSEPORT>;
+
+error_code open_acceptor(tcp::acceptor& acceptor, const tcp::endpoint& ep, bool share) {
   error_code ec;
-  const auto address = asio::ip::make_address(where.host, ec);
-  if (ec) {
-    return fail(errc::invalid_argument,
-                fmt::format("'{}' is not an IP address: {}", where.host, ec.message()));
-  }
-  const tcp::endpoint ep{address, where.port};
   acceptor.open(ep.protocol(), ec);
   if (!ec) {
     acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+  }
+  if (!ec && share) {
+    acceptor.set_option(reuse_port(true), ec);
   }
   if (!ec) {
     acceptor.bind(ep, ec);
@@ -731,16 +772,45 @@ expected<endpoint> http_server::listen(const endpoint& where) {
   if (ec) {
     error_code ignored;
     acceptor.close(ignored);
-    return fail(errc::io_error,
-                fmt::format("cannot listen on {}: {}", where.to_string(), ec.message()));
   }
-  const auto bound = acceptor.local_endpoint();
-  return endpoint{bound.address().to_string(), bound.port()};
+  return ec;
+}
+
+} // namespace
+
+expected<endpoint> http_server::listen(const endpoint& where) {
+  auto& listeners = impl_->state->listeners;
+  error_code ec;
+  const auto address = asio::ip::make_address(where.host, ec);
+  if (ec) {
+    return fail(errc::invalid_argument,
+                fmt::format("'{}' is not an IP address: {}", where.host, ec.message()));
+  }
+  const bool share = listeners.size() > 1;
+  // The first acceptor picks the port (when 0 was asked); the others join it.
+  tcp::endpoint ep{address, where.port};
+  for (std::size_t i = 0; i < listeners.size(); ++i) {
+    ec = open_acceptor(listeners[i]->acceptor, ep, share);
+    if (ec) {
+      for (std::size_t j = 0; j < i; ++j) {
+        error_code ignored;
+        listeners[j]->acceptor.close(ignored);
+      }
+      return fail(errc::io_error,
+                  fmt::format("cannot listen on {}: {}", where.to_string(), ec.message()));
+    }
+    if (i == 0) {
+      ep = listeners[0]->acceptor.local_endpoint();
+    }
+  }
+  return endpoint{ep.address().to_string(), ep.port()};
 }
 
 void http_server::start() {
   auto state = impl_->state;
-  asio::co_spawn(state->acceptor.get_executor(), accept_loop(state), asio::detached);
+  for (auto& l : state->listeners) {
+    asio::co_spawn(l->executor, accept_loop(state, l.get()), asio::detached);
+  }
 }
 
 std::size_t http_server::open_connections() const {
@@ -813,11 +883,19 @@ asio::awaitable<void> drain(std::shared_ptr<server_state> server, std::chrono::m
 void http_server::stop(std::chrono::milliseconds grace, std::function<void()> done) {
   auto state = impl_->state;
   state->stopping.store(true);
-  asio::post(state->acceptor.get_executor(), [state, grace, done = std::move(done)]() mutable {
-    error_code ignored;
-    state->acceptor.close(ignored);
-    asio::co_spawn(state->io, drain(state, grace, std::move(done)), asio::detached);
-  });
+  // Every acceptor is closed on its own executor; the drain starts once all are.
+  auto pending = std::make_shared<std::atomic<std::size_t>>(state->listeners.size());
+  auto finish = std::make_shared<std::function<void()>>(std::move(done));
+  for (auto& l : state->listeners) {
+    asio::post(l->executor, [state, grace, pending, finish, where = l.get()] {
+      error_code ignored;
+      where->acceptor.close(ignored);
+      if (pending->fetch_sub(1) == 1) {
+        asio::co_spawn(state->listeners.front()->executor, drain(state, grace, std::move(*finish)),
+                       asio::detached);
+      }
+    });
+  }
 }
 
 } // namespace troupe::net

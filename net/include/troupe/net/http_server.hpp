@@ -200,8 +200,16 @@ struct http_server_options {
 /// The server. Create it, `listen`, `start`; `stop` for a graceful shutdown.
 class http_server {
 public:
+  /// One acceptor on `io`, which any number of threads may run: each connection gets a
+  /// strand of its own.
   http_server(asio::io_context& io, router routes, http_server_options options,
               metrics_registry& metrics);
+  /// One acceptor per executor (SO_REUSEPORT when more than one, so the kernel spreads
+  /// connections among them); a connection's session runs on the executor that accepted
+  /// it. Each executor must run on one thread (a shard). `troupe_http_connections_total`
+  /// counts accepted connections per executor (label `shard`, its index).
+  http_server(std::vector<asio::any_io_executor> executors, router routes,
+              http_server_options options, metrics_registry& metrics);
   ~http_server();
   http_server(const http_server&) = delete;
   http_server& operator=(const http_server&) = delete;
@@ -212,7 +220,8 @@ public:
   void start();
   /// Graceful shutdown: stops accepting, closes idle keep-alive connections, lets
   /// in-flight requests and streams finish for up to `grace`, then closes the rest.
-  /// `done` is called (on an io thread) once every connection is gone.
+  /// `done` is called (on an io thread: the first executor's) once every connection is
+  /// gone.
   void stop(std::chrono::milliseconds grace, std::function<void()> done);
 
   /// Connections open now.
