@@ -13,14 +13,15 @@
 #include <simdjson.h>
 
 #include "troupe/actors/run.hpp"
+#include "troupe/actors/shard_scheduler.hpp"
 #include "troupe/net/provider_wire.hpp"
 #include "troupe/storage/catalog_sync.hpp"
 #include "troupe/storage/data_dir.hpp"
 #include "troupe/storage/database.hpp"
 #include "troupe/storage/repositories.hpp"
 #include "troupe/tools/builtin_tools.hpp"
-#include "troupe/tools/tool_resolver.hpp"
 #include "troupe/tools/control_tools.hpp"
+#include "troupe/tools/tool_resolver.hpp"
 
 namespace troupe::actors {
 
@@ -39,7 +40,8 @@ void write_out(std::string_view text) {
 }
 
 /// Prints candidate text to stdout and everything else, briefly, to stderr.
-run_event_sink::behavior_type printer(std::shared_ptr<printed> shown) {
+run_event_sink::behavior_type printer(homed<run_event_sink::base>* /*self*/,
+                                      std::shared_ptr<printed> shown) {
   return {[shown](event_atom, run_event& e) {
     std::lock_guard lock(shown->mutex);
     switch (e.type) {

@@ -6,6 +6,7 @@
 #include "troupe/actors/bridge.hpp"
 #include "troupe/actors/run_journal.hpp"
 #include "troupe/actors/service_facades.hpp"
+#include "troupe/actors/shard_scheduler.hpp"
 
 namespace troupe::actors {
 
@@ -33,7 +34,7 @@ using stream_sink_actor = journal_sink_actor::extend<caf::reacts_to<closed_atom>
 // Writes a journal to one HTTP stream. Quits when the journal ends (after ending the
 // stream), when the client leaves, or when the client falls too far behind (it may
 // come back with Last-Event-ID).
-stream_sink_actor::behavior_type stream_sink(stream_sink_actor::stateful_pointer<sink_state> self,
+stream_sink_actor::behavior_type stream_sink(homed_typed_actor<sink_state, stream_sink_actor>* self,
                                              sink_state init) {
   self->state = std::move(init);
   return {
@@ -75,7 +76,8 @@ void stream_journal(caf::actor_system& system, run_journal_actor journal, std::u
                     net::response_stream stream, entry_translator translate,
                     conversation_actor cancel_target, std::string run_id) {
   sink_state init{stream, std::move(translate), std::move(cancel_target), std::move(run_id)};
-  auto sink = system.spawn(stream_sink, std::move(init));
+  // On its journal's shard (its conversation's): the journal's events reach it there.
+  auto sink = spawn_maybe_on(system, home_shard_of(journal), stream_sink, std::move(init));
   stream.on_disconnect([weak = caf::actor_cast<caf::weak_actor_ptr>(sink)] {
     if (auto strong = caf::actor_cast<caf::strong_actor_ptr>(weak)) {
       caf::anon_send(caf::actor_cast<stream_sink_actor>(strong), closed_atom::value);

@@ -233,7 +233,15 @@ asio::awaitable<expected<submitted_run>> chat_service::submit(chat_submission su
   jo.max_retained = options_.max_retained_runs;
   jo.final_data = std::move(submission.final_data);
   jo.directory = directory_;
-  out.journal = spawn_run_journal(system_, std::move(jo));
+  {
+    // The journal lives on its conversation's shard (no suspension in this scope: the
+    // spawn home is the calling thread's).
+    std::optional<spawn_home> home;
+    if (auto* shards = shards_of(system_)) {
+      home.emplace(shards->shard_for(out.conversation_id));
+    }
+    out.journal = spawn_run_journal(system_, std::move(jo));
+  }
   directory_->add(out.run_id, {out.journal, submission.user_id, out.conversation_id});
 
   const auto& shard = registry_->shard_for(out.conversation_id);

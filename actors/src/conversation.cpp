@@ -1,4 +1,5 @@
 #include "troupe/actors/conversation.hpp"
+#include "troupe/actors/shard_scheduler.hpp"
 
 #include <deque>
 #include <functional>
@@ -62,7 +63,7 @@ bool stores(const conversation_state& st) {
   return st.spec.io.writer && st.spec.conversation_row != 0;
 }
 
-using conversation_self = conversation_actor::stateful_pointer<conversation_state>;
+using conversation_self = homed_typed_actor<conversation_state, conversation_actor>*;
 
 /// A turn is under way (its run exists or is being launched).
 bool busy(const conversation_state& st) {
@@ -231,6 +232,8 @@ void launch(conversation_self self) {
   spec.workspace = st.spec.workspace;
   spec.tool_timeout = st.spec.tool_timeout;
   spec.io = st.spec.io;
+  // On the conversation's shard: the run's LLM transfers and tool calls use its client.
+  spec.io.http = spec.io.http_here();
   st.launching = false;
   st.current = spawn_run(self->system(), std::move(spec), caf::actor_cast<run_event_sink>(self));
   if (st.cancel_on_launch) {
@@ -548,7 +551,7 @@ struct shard_state {
 };
 
 conversation_shard_actor::behavior_type
-registry_shard(conversation_shard_actor::stateful_pointer<shard_state> self,
+registry_shard(homed_typed_actor<shard_state, conversation_shard_actor>* self,
                conversation_factory factory) {
   self->state.factory = std::move(factory);
   // On shutdown, live conversations go with their shard.
@@ -588,11 +591,25 @@ registry_shard(conversation_shard_actor::stateful_pointer<shard_state> self,
 } // namespace
 
 conversation_actor spawn_conversation(caf::actor_system& system, conversation_spec spec) {
+  if (auto* shards = shards_of(system)) {
+    // A conversation and everything under it live on the shard its id maps to.
+    const auto home = shards->shard_for(spec.id);
+    return spawn_on(system, home, conversation_behavior, std::move(spec));
+  }
   return system.spawn(conversation_behavior, std::move(spec));
 }
 
 conversation_registry::conversation_registry(caf::actor_system& system,
                                              conversation_factory factory, std::size_t shards) {
+  if (auto* scheduler_shards = shards_of(system)) {
+    // One registry shard per scheduler shard, homed there and keyed like the
+    // conversations: a lookup runs on the shard its conversation lives on.
+    scheduler_shards_ = scheduler_shards;
+    for (std::size_t i = 0; i < scheduler_shards->size(); ++i) {
+      shards_.push_back(spawn_on(system, i, registry_shard, factory));
+    }
+    return;
+  }
   if (shards == 0) {
     shards = 1;
   }
@@ -608,6 +625,9 @@ void conversation_registry::stop() {
 }
 
 const conversation_shard_actor& conversation_registry::shard_for(std::string_view id) const {
+  if (scheduler_shards_ != nullptr) {
+    return shards_[scheduler_shards_->shard_for(id) % shards_.size()];
+  }
   return shards_[std::hash<std::string_view>{}(id) % shards_.size()];
 }
 

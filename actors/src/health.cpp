@@ -1,5 +1,7 @@
 #include "troupe/actors/health.hpp"
 
+#include "troupe/actors/shard_scheduler.hpp"
+
 namespace troupe::actors {
 
 namespace {
@@ -9,7 +11,7 @@ struct health_state {
   static inline const char* name = "health";
 };
 
-health_actor::behavior_type health_behavior(health_actor::stateful_pointer<health_state> self) {
+health_actor::behavior_type health_behavior(homed_typed_actor<health_state, health_actor>* self) {
   return {
       [self](ping_atom) -> std::uint64_t { return ++self->state.pings; },
   };

@@ -2,12 +2,15 @@
 
 #include <condition_variable>
 #include <csignal>
+#include <future>
 #include <mutex>
 #include <optional>
+#include <string_view>
 #include <thread>
 #include <vector>
 
 #include <boost/asio/executor_work_guard.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
 #include <boost/asio/strand.hpp>
 #include <caf/all.hpp>
@@ -16,6 +19,7 @@
 #include "troupe/actors/demo_model.hpp"
 #include "troupe/actors/health.hpp"
 #include "troupe/actors/service_facades.hpp"
+#include "troupe/actors/shard_scheduler.hpp"
 #include "troupe/mock/mock_llm_server.hpp"
 #include "troupe/runtime/log.hpp"
 #include "troupe/storage/catalog_sync.hpp"
@@ -40,16 +44,72 @@ unsigned scheduler_threads(const actor_settings& s) {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
+bool uses_shards(const actor_settings& s) {
+  return s.scheduler_policy == "shards";
+}
+
+std::size_t shard_count(const actor_settings& s) {
+  if (s.shards > 0) {
+    return s.shards;
+  }
+  return std::max(1u, std::thread::hardware_concurrency());
+}
+
+/// Runs `f` on `executor`'s thread and waits for it (never call it from that thread).
+template <class F> void run_there(const asio::io_context::executor_type& executor, F f) {
+  std::promise<void> done;
+  auto finished = done.get_future();
+  asio::post(executor, [&f, &done] {
+    f();
+    done.set_value();
+  });
+  finished.wait();
+}
+
 } // namespace
 
 struct node::impl {
-  impl(settings s, node_frontend f) : config(std::move(s)), frontend(std::move(f)), signals(io) {
-    // caf::atom takes only literals; settings already restricted the policy to these two.
+  impl(settings s, node_frontend f) : config(std::move(s)), frontend(std::move(f)) {
+    caf_config.set("scheduler.max-throughput", config.actors.max_throughput);
+    if (uses_shards(config.actors)) {
+      use_shards();
+      return;
+    }
+    // caf::atom takes only literals; settings already restricted the policy to these.
     caf_config.set("scheduler.policy", config.actors.scheduler_policy == "stealing"
                                            ? caf::atom("stealing")
                                            : caf::atom("sharing"));
     caf_config.set("scheduler.max-threads", static_cast<size_t>(scheduler_threads(config.actors)));
-    caf_config.set("scheduler.max-throughput", config.actors.max_throughput);
+  }
+
+  // Policy "shards": the actor system runs on the shard scheduler, whose threads also
+  // run the network I/O (docs/execution-model.md). Each shard's loop lag goes into its
+  // series of troupe_shard_loop_lag_seconds; a shard held past actors.lag_warn_ms is
+  // logged with the name of what held it.
+  void use_shards() {
+    const auto count = shard_count(config.actors);
+    for (std::size_t k = 0; k < count; ++k) {
+      lag_histograms.push_back(&metrics.histogram(
+          "troupe_shard_loop_lag_seconds",
+          "How late each shard's loop-lag probe timer fired: how long its thread was kept "
+          "from its queue",
+          {{"shard", std::to_string(k)}}));
+    }
+    shard_options options;
+    options.shards = count;
+    options.max_throughput = config.actors.max_throughput;
+    options.on_lag = [histograms = &lag_histograms](std::size_t shard, double lag_seconds) {
+      if (shard < histograms->size()) {
+        (*histograms)[shard]->observe(lag_seconds);
+      }
+    };
+    options.stall_warn = config.actors.lag_warn;
+    options.on_stall = [](std::size_t shard, std::string_view what,
+                          std::chrono::milliseconds held) {
+      log::warn("shard {} was held for {} ms by {} (over actors.lag_warn_ms)", shard, held.count(),
+                what);
+    };
+    use_shard_scheduler(caf_config, std::move(options));
   }
 
   settings config;
@@ -58,12 +118,18 @@ struct node::impl {
   std::optional<storage::data_dir_lock> data_dir;
   caf::actor_system_config caf_config;
   std::unique_ptr<caf::actor_system> system;
+  // Policy "shards": the shards of `system` (null under CAF's own schedulers) and one
+  // loop-lag series per shard.
+  shard_set* shards = nullptr;
+  std::vector<metric_histogram*> lag_histograms;
+  // Policy "sharing"/"stealing": the io_context the io threads run.
   asio::io_context io;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   std::vector<std::thread> io_threads;
   std::unique_ptr<net::http_server> server;
   health_actor health;
-  asio::signal_set signals;
+  // On `io`, or on shard 0.
+  std::optional<asio::signal_set> signals;
   // The in-process mock-llm serving the demo model, when it is in use.
   std::unique_ptr<mock::mock_llm_server> demo_model;
   bool demo = false;
@@ -80,9 +146,10 @@ struct node::impl {
   std::shared_ptr<store_writer_facade> store_facade;
   std::shared_ptr<health_actor_facade> health_facade;
   std::shared_ptr<chat_service_facade> chat_facade;
-  // Agent runs: the LLM client (on its own strand of the io_context) and the service
-  // that owns the conversations.
+  // Agent runs: the LLM client (on its own strand of the io_context), or one per shard,
+  // and the service that owns the conversations.
   std::unique_ptr<net::http_client> http;
+  std::vector<std::unique_ptr<net::http_client>> shard_http;
   std::shared_ptr<chat_service> chat;
 
   std::mutex mutex;
@@ -129,7 +196,7 @@ struct node::impl {
       }
       options.rules = std::move(*rules);
       options.model = std::string(demo_model_name);
-      demo_model = std::make_unique<mock::mock_llm_server>(io, std::move(options));
+      demo_model = std::make_unique<mock::mock_llm_server>(aux_io(), std::move(options));
       auto bound = demo_model->listen({"127.0.0.1", 0});
       if (!bound) {
         return tl::unexpected(bound.error());
@@ -211,6 +278,27 @@ struct node::impl {
     return {};
   }
 
+  // Where the node's own I/O runs (signals, the demo model): `io`, or shard 0.
+  asio::io_context& aux_io() {
+    return shards != nullptr ? shards->executor(0).context() : io;
+  }
+
+  // Policy "shards", once every actor is gone and before the actor system goes: what
+  // lives on the shards' io_contexts is destroyed on its own shard's thread while the
+  // shards still run (the clients end their transfers there).
+  void release_shard_io() {
+    if (shards == nullptr) {
+      return;
+    }
+    run_there(shards->executor(0), [this] {
+      signals.reset();
+      demo_model.reset();
+    });
+    for (std::size_t k = 0; k < shard_http.size(); ++k) {
+      run_there(shards->executor(k), [this, k] { shard_http[k].reset(); });
+    }
+  }
+
   void join_io_threads() {
     for (auto& t : io_threads) {
       if (t.joinable()) {
@@ -237,6 +325,20 @@ node::~node() {
     }
     impl_->join_io_threads();
   }
+  if (impl_->shards != nullptr && impl_->server) {
+    // Connections end while the shards still run (the server's acceptors live there).
+    bool stopped = false;
+    {
+      std::lock_guard lock(impl_->mutex);
+      stopped = impl_->stopped;
+    }
+    if (!stopped) {
+      auto closed = std::make_shared<std::promise<void>>();
+      auto gone = closed->get_future();
+      impl_->server->stop(std::chrono::milliseconds(0), [closed] { closed->set_value(); });
+      gone.wait_for(std::chrono::seconds(5));
+    }
+  }
   impl_->server.reset();
   if (impl_->chat) {
     impl_->chat->stop();
@@ -259,6 +361,10 @@ node::~node() {
     impl_->chat_facade->close();
   }
   impl_->chat.reset();
+  if (impl_->shards != nullptr) {
+    impl_->system->await_all_actors_done();
+    impl_->release_shard_io();
+  }
   impl_->system.reset(); // waits for every actor to finish
   if (impl_->http) {
     // Let cancelled LLM streams and tool calls unwind on this thread, then drop the
@@ -277,6 +383,11 @@ expected<endpoint> node::start() {
   }
   d.data_dir = std::move(*lock);
 
+  // The actor system first: with policy "shards" its threads run all I/O, the demo
+  // model's included.
+  d.system = std::make_unique<caf::actor_system>(d.caf_config);
+  d.shards = shards_of(*d.system);
+
   if (auto ok = d.use_embedded_catalog(); !ok) {
     return tl::unexpected(ok.error());
   }
@@ -292,7 +403,6 @@ expected<endpoint> node::start() {
     return tl::unexpected(ok.error());
   }
 
-  d.system = std::make_unique<caf::actor_system>(d.caf_config);
   d.store_writer =
       spawn_store_writer(*d.system, std::move(d.db_writer),
                          {d.config.storage.group_commit, d.config.storage.group_commit_max});
@@ -323,11 +433,24 @@ expected<endpoint> node::start() {
                                      std::filesystem::perms::others_exec,
                                  ec);
   }
-  d.http = std::make_unique<net::http_client>(asio::make_strand(d.io));
   chat_service_options chat_options;
+  if (d.shards != nullptr) {
+    // One client (one curl multi handle) per shard; off a shard, shard 0's.
+    auto clients = std::make_shared<std::vector<net::http_client*>>();
+    for (std::size_t k = 0; k < d.shards->size(); ++k) {
+      d.shard_http.push_back(std::make_unique<net::http_client>(d.shards->executor(k)));
+      clients->push_back(d.shard_http.back().get());
+    }
+    chat_options.io.http = clients->front();
+    chat_options.io.shard_http = std::move(clients);
+    // One registry shard per shard: a conversation is looked up on its own shard.
+    chat_options.registry_shards = d.shards->size();
+  } else {
+    d.http = std::make_unique<net::http_client>(asio::make_strand(d.io));
+    chat_options.io.http = d.http.get();
+  }
   chat_options.writer = d.store_writer;
   chat_options.reads = d.db_reads;
-  chat_options.io.http = d.http.get();
   chat_options.io.resolver = tool_resolver;
   chat_options.io.sandbox = std::make_shared<tools::sandbox_runner>(sandbox);
   chat_options.declared_providers = d.config.providers;
@@ -358,29 +481,53 @@ expected<endpoint> node::start() {
       return tl::unexpected(added.error());
     }
   }
-  d.server = std::make_unique<net::http_server>(
-      d.io, std::move(routes), net::http_server_options::from(d.config.server), d.metrics);
+  if (d.shards != nullptr) {
+    // An acceptor per shard; each connection is served by the shard that accepted it.
+    std::vector<asio::any_io_executor> executors;
+    for (std::size_t k = 0; k < d.shards->size(); ++k) {
+      executors.emplace_back(d.shards->executor(k));
+    }
+    d.server = std::make_unique<net::http_server>(std::move(executors), std::move(routes),
+                                                  net::http_server_options::from(d.config.server),
+                                                  d.metrics);
+  } else {
+    d.server = std::make_unique<net::http_server>(
+        d.io, std::move(routes), net::http_server_options::from(d.config.server), d.metrics);
+  }
   auto bound = d.server->listen(d.config.listen);
   if (!bound) {
     return bound;
   }
   d.server->start();
 
-  d.signals.add(SIGINT);
-  d.signals.add(SIGTERM);
   auto on_signal = [this](auto&& self, const boost::system::error_code& ec, int signo) -> void {
     if (ec) {
       return;
     }
     log::info("received {}, shutting down", signo == SIGINT ? "SIGINT" : "SIGTERM");
     stop();
-    impl_->signals.async_wait(
+    impl_->signals->async_wait(
         [self](const boost::system::error_code& e, int s) { self(self, e, s); });
   };
-  d.signals.async_wait([on_signal](const boost::system::error_code& ec, int signo) {
-    on_signal(on_signal, ec, signo);
-  });
+  auto watch_signals = [&d, on_signal] {
+    d.signals.emplace(d.aux_io());
+    d.signals->add(SIGINT);
+    d.signals->add(SIGTERM);
+    d.signals->async_wait([on_signal](const boost::system::error_code& ec, int signo) {
+      on_signal(on_signal, ec, signo);
+    });
+  };
+  if (d.shards != nullptr) {
+    // The signal set belongs to shard 0: it is made and used on its thread only.
+    run_there(d.shards->executor(0), watch_signals);
+  } else {
+    watch_signals();
+  }
 
+  if (d.shards != nullptr) {
+    // The shard threads run the server, the clients, the signals and the demo model.
+    return bound;
+  }
   d.work.emplace(d.io.get_executor());
   for (unsigned i = 0; i < d.config.server.io_threads; ++i) {
     d.io_threads.emplace_back([&io = d.io] {

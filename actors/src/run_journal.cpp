@@ -2,6 +2,7 @@
 
 #include <vector>
 
+#include "troupe/actors/shard_scheduler.hpp"
 #include "troupe/runtime/json_writer.hpp"
 
 namespace troupe::actors {
@@ -18,7 +19,7 @@ struct journal_state {
   bool finished = false;
 };
 
-using journal_self = run_journal_actor::stateful_pointer<journal_state>;
+using journal_self = homed_typed_actor<journal_state, run_journal_actor>*;
 
 void append(journal_self self, std::string event, std::string data, bool last = false) {
   auto& st = self->state;

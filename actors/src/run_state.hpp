@@ -29,6 +29,7 @@
 
 #include "troupe/actors/bridge.hpp"
 #include "troupe/actors/run.hpp"
+#include "troupe/actors/shard_scheduler.hpp"
 #include "troupe/actors/tool_call.hpp"
 #include "troupe/runtime/harness/correction_policy.hpp"
 #include "troupe/runtime/harness/loop_guard.hpp"
@@ -113,7 +114,7 @@ struct run_state {
 };
 
 /// The run actor as its own code sees it.
-using run_self = run_actor::stateful_pointer<run_state>;
+using run_self = homed_typed_actor<run_state, run_actor>*;
 
 // -- run.cpp: the run's end ------------------------------------------------------------
 

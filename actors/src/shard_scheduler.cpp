@@ -734,6 +734,17 @@ shard_set* shards_of(caf::actor_system& system) noexcept {
   return dynamic_cast<shard_set*>(&system.scheduler());
 }
 
+std::optional<std::size_t> home_shard_of(const caf::strong_actor_ptr& actor) noexcept {
+  if (!actor) {
+    return std::nullopt;
+  }
+  const auto* homed_one = dynamic_cast<const shard_homed*>(actor->get());
+  if (homed_one == nullptr || homed_one->home_shard() == shard_homed::unassigned) {
+    return std::nullopt;
+  }
+  return homed_one->home_shard();
+}
+
 spawn_home::spawn_home(std::size_t shard) noexcept : previous_(spawn_override) {
   spawn_override = shard;
 }

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "troupe/actors/bridge.hpp"
+#include "troupe/actors/shard_scheduler.hpp"
 #include "troupe/storage/batch.hpp"
 
 namespace troupe::actors {
@@ -27,7 +28,7 @@ struct store_writer_state {
   static inline const char* name = "store_writer";
 };
 
-using writer_pointer = store_writer_actor::stateful_pointer<store_writer_state>;
+using writer_pointer = homed_typed_actor<store_writer_state, store_writer_actor>*;
 
 void flush(writer_pointer self) {
   auto& st = self->state;

@@ -4,6 +4,7 @@
 
 #include "troupe/actors/bridge.hpp"
 #include "troupe/actors/run.hpp"
+#include "troupe/actors/shard_scheduler.hpp"
 
 namespace troupe::actors {
 
@@ -18,7 +19,7 @@ struct tool_call_state {
   bool done = false;
 };
 
-using tool_call_self = tool_call_actor::stateful_pointer<tool_call_state>;
+using tool_call_self = homed_typed_actor<tool_call_state, tool_call_actor>*;
 
 asio::awaitable<tools::tool_result> invoke(std::shared_ptr<const tools::tool> impl,
                                            std::shared_ptr<const tools::sandbox_runner> sandbox,

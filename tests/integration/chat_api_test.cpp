@@ -214,6 +214,32 @@ TEST_CASE("POST /api/v1/chat runs the agent with its tools and returns files wit
   CHECK_THAT(body_of(steps), Catch::Contains("validate_pre_final"));
 }
 
+TEST_CASE("on CAF's sharing scheduler a chat runs whole and streamed as on the shards",
+          "[integration][chat]") {
+  mock_llm_fixture mock(scripted_mock());
+  // actors.scheduler_policy = sharing: CAF's scheduler and a separate io thread.
+  auto config = catalog(mock);
+  config.replace(config.find("[actors]\n"), 9, "[actors]\nscheduler_policy = \"sharing\"\n");
+  REQUIRE_THAT(config, Catch::Contains("scheduler_policy = \"sharing\""));
+  api_server s(fast_retention, config);
+  REQUIRE(s.port() != 0);
+
+  const auto answer =
+      s.call("POST", "/api/v1/chat", s.admin(), R"({"agent":"worker","message":"make a file"})");
+  REQUIRE(status_of(answer) == 200);
+  CHECK(json_field(body_of(answer), "status") == "succeeded");
+  CHECK_THAT(body_of(answer), Catch::Contains("Wrote report.csv with the totals."));
+
+  raw_client c(s.port());
+  c.send(sse_request("POST", "/api/v1/chat/stream", s.admin(),
+                     R"({"agent":"worker","message":"make a file"})"));
+  const auto trace = parse_sse(c.read_until("data: [DONE]", 20s));
+  REQUIRE(trace.events.size() > 4);
+  CHECK(trace.events.front() == "run");
+  CHECK(trace.events[trace.events.size() - 2] == "done");
+  CHECK(trace.data.back() == "[DONE]");
+}
+
 TEST_CASE("chat requests are validated and authorized", "[integration][chat]") {
   mock_llm_fixture mock(scripted_mock());
   api_server s(fast_retention, catalog(mock));

@@ -28,6 +28,7 @@
 #include <caf/all.hpp>
 #include <fmt/format.h>
 
+#include "troupe/actors/shard_scheduler.hpp"
 #include "troupe/runtime/error.hpp"
 
 namespace troupe::actors {
@@ -202,7 +203,7 @@ asio::awaitable<expected<R>> ask(caf::actor_system& system, Handle dest,
       once->complete(fail(errc::unavailable, "no actor to ask (invalid handle)"));
       return;
     }
-    system.spawn([once, dest, span, args...](caf::event_based_actor* self) mutable {
+    system.spawn([once, dest, span, args...](homed<caf::event_based_actor>* self) mutable {
       self->monitor(dest);
       self->set_down_handler([once, self](caf::down_msg& msg) {
         once->complete(fail(errc::unavailable, fmt::format("the actor died before answering ({})",

@@ -116,7 +116,9 @@ public:
   conversation_registry(caf::actor_system& system, conversation_factory factory,
                         std::size_t shards = 8);
 
-  /// The shard that owns `id`; ask it (get_atom, id) for the conversation actor.
+  /// The shard that owns `id`; ask it (get_atom, id) for the conversation actor. On the
+  /// shard scheduler, `shards` is ignored: there is one registry shard per scheduler
+  /// shard, homed there, and `id` maps to the one on the shard its conversation lives on.
   const conversation_shard_actor& shard_for(std::string_view id) const;
   std::size_t shard_count() const noexcept {
     return shards_.size();
@@ -128,6 +130,8 @@ public:
 
 private:
   std::vector<conversation_shard_actor> shards_;
+  /// With the shard scheduler: its shards (there is one registry shard per shard).
+  shard_set* scheduler_shards_ = nullptr;
 };
 
 } // namespace troupe::actors

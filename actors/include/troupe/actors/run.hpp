@@ -22,6 +22,7 @@
 
 #include "troupe/actors/bridge.hpp"
 #include "troupe/actors/run_result.hpp"
+#include "troupe/actors/shard_scheduler.hpp"
 #include "troupe/actors/store_writer.hpp"
 #include "troupe/net/http_client.hpp"
 #include "troupe/net/provider_client.hpp"
@@ -54,6 +55,20 @@ inline constexpr int max_run_depth = 3;
 struct run_io {
   /// LLM rounds and tool calls run on this client's executor.
   net::http_client* http = nullptr;
+  /// With the shard scheduler: one client per shard (index: the shard), each on its
+  /// shard's executor. Whoever builds a run's `run_io` on a shard thread sets `http` to
+  /// `http_here()`, so the run's transfers and tool calls stay on its shard.
+  std::shared_ptr<const std::vector<net::http_client*>> shard_http;
+  /// The client of the calling thread's shard; off a shard (or without per-shard
+  /// clients), `http`.
+  net::http_client* http_here() const noexcept {
+    if (shard_http) {
+      if (const auto here = shard_set::current(); here && *here < shard_http->size()) {
+        return (*shard_http)[*here];
+      }
+    }
+    return http;
+  }
   /// Where a run finds its tools: one snapshot per run, resolved for its agent.
   std::shared_ptr<const tools::tool_resolver> resolver;
   /// Without a resolver: these tools and the control tools, as one source (tests and

@@ -32,6 +32,8 @@
 #include <utility>
 
 #include <boost/asio/io_context.hpp>
+#include <caf/actor_cast.hpp>
+#include <caf/actor_control_block.hpp>
 #include <caf/actor_system.hpp>
 #include <caf/actor_system_config.hpp>
 #include <caf/event_based_actor.hpp>
@@ -125,6 +127,14 @@ public:
 /// The shards of `system`, or null when it runs on another scheduler.
 shard_set* shards_of(caf::actor_system& system) noexcept;
 
+/// The home shard of `actor`, when it is a homed actor that has one.
+std::optional<std::size_t> home_shard_of(const caf::strong_actor_ptr& actor) noexcept;
+
+/// The home shard of the actor behind `handle` (any CAF handle), when it has one.
+template <class Handle> std::optional<std::size_t> home_shard_of(const Handle& handle) noexcept {
+  return home_shard_of(caf::actor_cast<caf::strong_actor_ptr>(handle));
+}
+
 /// While it lives, actors spawned by this thread are homed on `shard`.
 class spawn_home {
 public:
@@ -140,6 +150,16 @@ private:
 /// Spawns an actor homed on `shard` (the arguments are those of `caf::actor_system::spawn`).
 template <class... Ts> auto spawn_on(caf::actor_system& system, std::size_t shard, Ts&&... xs) {
   const spawn_home home(shard);
+  return system.spawn(std::forward<Ts>(xs)...);
+}
+
+/// Spawns an actor homed on `shard` when there is one, else as `caf::actor_system::spawn`
+/// places it (the calling shard, or round-robin; any shard under another scheduler).
+template <class... Ts>
+auto spawn_maybe_on(caf::actor_system& system, std::optional<std::size_t> shard, Ts&&... xs) {
+  if (shard) {
+    return spawn_on(system, *shard, std::forward<Ts>(xs)...);
+  }
   return system.spawn(std::forward<Ts>(xs)...);
 }
 
