@@ -198,6 +198,15 @@ expected<conversation_actor> chat_service::make_conversation(caf::actor_system& 
   if (!messages) {
     return tl::unexpected(messages.error());
   }
+  // A queued run's message is its objective when it runs, not history before it.
+  auto queued = reads.with(
+      [&](storage::connection& c) { return storage::queued_run_ids(c, conversation->id); });
+  if (!queued) {
+    return tl::unexpected(queued.error());
+  }
+  std::erase_if(*messages, [&](const storage::message_record& m) {
+    return m.run_id && std::find(queued->begin(), queued->end(), *m.run_id) != queued->end();
+  });
 
   conversation_spec spec;
   spec.id = id;
@@ -224,7 +233,7 @@ expected<conversation_actor> chat_service::make_conversation(caf::actor_system& 
 
 asio::awaitable<expected<submitted_run>> chat_service::submit(chat_submission submission) {
   submitted_run out;
-  out.run_id = new_uuid();
+  out.run_id = submission.run_id.empty() ? new_uuid() : submission.run_id;
   out.conversation_id = submission.conversation.uuid;
   journal_options jo;
   jo.run_id = out.run_id;
@@ -255,7 +264,7 @@ asio::awaitable<expected<submitted_run>> chat_service::submit(chat_submission su
                                 : conversation.error().message;
       break;
     }
-    turn_request turn{submission.text, out.run_id, out.journal};
+    turn_request turn{submission.text, out.run_id, out.journal, submission.run_row};
     auto handed =
         ask<bool>(system_, *conversation, hand_over_timeout, send_atom::value, std::move(turn));
     auto accepted = co_await std::move(handed);
@@ -278,6 +287,36 @@ asio::awaitable<expected<submitted_run>> chat_service::submit(chat_submission su
   directory_->remove(out.run_id);
   co_return fail(errc::unavailable, fmt::format("conversation {} did not take the message: {}",
                                                 out.conversation_id, last_error));
+}
+
+asio::awaitable<std::size_t> chat_service::resume_queued_runs() {
+  auto queued =
+      options_.reads->with([](storage::connection& c) { return storage::list_queued_turns(c); });
+  if (!queued) {
+    log::error("queued runs cannot be read for recovery: {}", queued.error().message);
+    co_return 0;
+  }
+  std::size_t resumed = 0;
+  for (auto& t : *queued) {
+    chat_submission s;
+    s.user_id = t.conversation.owner_user_id;
+    s.conversation = t.conversation;
+    s.text = t.text;
+    s.run_id = t.run.uuid;
+    s.run_row = t.run.id;
+    auto submitted = co_await submit(std::move(s));
+    if (submitted) {
+      ++resumed;
+      continue;
+    }
+    log::warn("queued run {} cannot be resumed: {}", t.run.uuid, submitted.error().message);
+    co_await write(
+        system_, options_.writer,
+        storage::set_run_status_op(t.run.id, storage::run_status::failed,
+                                   "not resumed after a restart: " + submitted.error().message),
+        store_write_timeout);
+  }
+  co_return resumed;
 }
 
 std::optional<run_directory::entry> chat_service::find_run(const std::string& run_id) const {

@@ -39,6 +39,8 @@ struct pending_turn {
   storage::row_id run_row = 0;
   /// The write of the run row and the message is in flight: the turn cannot launch yet.
   bool storing = false;
+  /// Recovered at start: stored already, and queued as a follow-up under any policy.
+  bool recovered = false;
 };
 
 struct conversation_state {
@@ -399,7 +401,7 @@ void accept(conversation_self self, pending_turn turn,
     // Numbered by arrival, so a queued turn can be cancelled by its id.
     turn.run_id = fmt::format("{}.run{}", st.spec.id, ++st.arrivals);
   }
-  const bool durable = stores(st);
+  const bool durable = stores(st) && !turn.recovered;
   const auto text = turn.text;
   const auto run_id = turn.run_id;
   // The run that takes this message when it does not get a run of its own.
@@ -411,7 +413,8 @@ void accept(conversation_self self, pending_turn turn,
   } else {
     // While the run row is being written there is no run to steer or interrupt yet.
     const bool run_exists = !st.launching;
-    const auto policy = run_exists ? st.spec.agent.queue : queue_policy::followup;
+    const auto policy =
+        run_exists && !turn.recovered ? st.spec.agent.queue : queue_policy::followup;
     const auto join = [](pending_turn& into, pending_turn& from) {
       into.text += "\n\n" + from.text;
       for (auto& w : from.waiting) {
@@ -491,6 +494,8 @@ conversation_actor::behavior_type conversation_behavior(conversation_self self,
         if (request.observer) {
           turn.observers.push_back(std::move(request.observer));
         }
+        turn.run_row = request.run_row;
+        turn.recovered = request.run_row != 0;
         // Answered when the message and its run row are committed.
         auto ack = self->make_response_promise();
         accept(self, std::move(turn), ack);

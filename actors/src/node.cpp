@@ -9,6 +9,7 @@
 #include <thread>
 #include <vector>
 
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/post.hpp>
 #include <boost/asio/signal_set.hpp>
@@ -462,6 +463,15 @@ expected<endpoint> node::start() {
   chat_options.tool_timeout = d.config.tools.timeout;
   chat_options.retention = d.config.api.run_retention;
   d.chat = std::make_shared<chat_service>(*d.system, std::move(chat_options));
+  // Runs accepted before the last stop but not started go back to their conversations.
+  asio::co_spawn(d.io, d.chat->resume_queued_runs(),
+                 [](const std::exception_ptr& failure, std::size_t resumed) {
+                   if (failure) {
+                     log::error("resuming queued runs stopped by an exception");
+                   } else if (resumed > 0) {
+                     log::info("resumed {} queued run(s) from before the last stop", resumed);
+                   }
+                 });
 
   d.store_facade = std::make_shared<store_writer_facade>(*d.system, d.store_writer);
   d.health_facade = std::make_shared<health_actor_facade>(*d.system, d.health);

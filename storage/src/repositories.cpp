@@ -1068,4 +1068,50 @@ expected<row_id> final_answer_id(connection& c, row_id run_id) {
                      run_id);
 }
 
+expected<std::vector<queued_turn>> list_queued_turns(connection& c) {
+  auto runs = list_runs_with_status(c, run_status::queued);
+  if (!runs) {
+    return tl::unexpected(runs.error());
+  }
+  std::vector<queued_turn> out;
+  for (auto& run : *runs) {
+    if (run.parent_run_id) {
+      continue; // a sub-agent's run goes with its parent
+    }
+    auto conversation = find_conversation(c, run.conversation_id);
+    if (!conversation) {
+      return tl::unexpected(conversation.error());
+    }
+    auto messages = list_messages(c, run.conversation_id);
+    if (!messages) {
+      return tl::unexpected(messages.error());
+    }
+    queued_turn t;
+    for (const auto& m : *messages) {
+      if (m.run_id == run.id && m.role == "user") {
+        t.text += (t.text.empty() ? "" : "\n\n") + m.content;
+      }
+    }
+    t.run = std::move(run);
+    t.conversation = std::move(*conversation);
+    out.push_back(std::move(t));
+  }
+  return out;
+}
+
+expected<std::vector<row_id>> queued_run_ids(connection& c, row_id conversation_id) {
+  static const auto sql =
+      select(run_columns, "runs", "WHERE conversation_id = ? AND status = ? ORDER BY id");
+  auto runs =
+      query_all<run_record>(c, sql, read_run, conversation_id, to_string(run_status::queued));
+  if (!runs) {
+    return tl::unexpected(runs.error());
+  }
+  std::vector<row_id> out;
+  for (const auto& r : *runs) {
+    out.push_back(r.id);
+  }
+  return out;
+}
+
 } // namespace troupe::storage

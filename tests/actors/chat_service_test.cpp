@@ -265,3 +265,38 @@ TEST_CASE("a run whose step cannot be stored fails and says why",
   CHECK_THAT(r.error,
              Catch::Contains("could not store") && Catch::Contains("steps refused by the test"));
 }
+
+TEST_CASE("runs accepted before a stop and not started are resumed once, their message "
+          "stored once",
+          "[actors][chat_service][durable]") {
+  chat_world w(R"([{"match":{"user":"pending question"},"reply":{"text":"resumed answer"}}])");
+  // What a stop leaves of an accepted turn: a queued run row and its user message.
+  storage::run_record row;
+  row.uuid = "run-left-queued";
+  row.conversation_id = w.conversation.id;
+  row.agent_id = w.agent;
+  row.model = "m1";
+  const auto run = must(storage::insert_run(w.db.db, row));
+  storage::message_record m;
+  m.conversation_id = w.conversation.id;
+  m.run_id = run;
+  m.role = "user";
+  m.content = "pending question";
+  must(storage::insert_message(w.db.db, m));
+
+  boost::asio::io_context io;
+  CHECK(run_until_done(io, w.chat->resume_queued_runs()) == 1);
+  auto entry = w.chat->find_run("run-left-queued");
+  REQUIRE(entry);
+  auto r = w.wait(entry->journal);
+  CHECK(r.status == storage::run_status::succeeded);
+  CHECK(r.text == "resumed answer");
+  CHECK(must(storage::find_run(w.db.db, run)).status == storage::run_status::succeeded);
+  // One user message (not stored again) and one answer.
+  auto messages = must(storage::list_messages(w.db.db, w.conversation.id));
+  REQUIRE(messages.size() == 2);
+  CHECK(messages[1].content == "resumed answer");
+  CHECK(w.world.mock.stats().completion_requests == 1);
+  // Nothing is queued any more: a second recovery resumes nothing.
+  CHECK(run_until_done(io, w.chat->resume_queued_runs()) == 0);
+}

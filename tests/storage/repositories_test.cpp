@@ -194,6 +194,38 @@ TEST_CASE("a user's files are paged newest first with their total", "[storage][r
   CHECK(must(count_files(f.db, bob)).count == 1);
 }
 
+TEST_CASE("queued runs are listed with their conversation and joined user messages",
+          "[storage][repositories]") {
+  fresh_db f;
+  const auto user = f.add_user("ann");
+  const auto agent = f.add_agent();
+  const auto conv = f.add_conversation(user, agent, "c");
+  run_record r;
+  r.uuid = "done";
+  r.conversation_id = conv;
+  r.agent_id = agent;
+  r.status = run_status::succeeded;
+  must(insert_run(f.db, r));
+  r.uuid = "waiting";
+  r.status = run_status::queued;
+  const auto waiting = must(insert_run(f.db, r));
+  for (const auto* text : {"first", "second"}) {
+    message_record m;
+    m.conversation_id = conv;
+    m.run_id = waiting;
+    m.role = "user";
+    m.content = text;
+    must(insert_message(f.db, m));
+  }
+  auto turns = must(list_queued_turns(f.db));
+  REQUIRE(turns.size() == 1);
+  CHECK(turns[0].run.uuid == "waiting");
+  CHECK(turns[0].conversation.uuid == "c");
+  CHECK(turns[0].text == "first\n\nsecond");
+  CHECK(must(queued_run_ids(f.db, conv)) == std::vector<row_id>{waiting});
+  CHECK(must(queued_run_ids(f.db, conv + 1)).empty());
+}
+
 TEST_CASE("run status changes stamp start and finish times", "[storage][repositories]") {
   fresh_db f;
   const auto user = f.add_user("ann");

@@ -74,6 +74,11 @@ public:
   /// loaded (its agent or provider is gone or invalid).
   boost::asio::awaitable<expected<submitted_run>> submit(chat_submission submission);
 
+  /// Start-up recovery: hands every run that was accepted but had not started when the
+  /// process stopped back to its conversation, oldest first (a run that cannot be handed
+  /// back is marked failed, saying why). Returns how many were resumed.
+  boost::asio::awaitable<std::size_t> resume_queued_runs();
+
   /// The journal of a run started since this node began (or retained), with its owner.
   std::optional<run_directory::entry> find_run(const std::string& run_id) const;
 

@@ -78,6 +78,9 @@ struct turn_request {
   std::string run_id;
   /// Receives the run's events and its final (done_atom, run_result); may be invalid.
   turn_observer observer;
+  /// Set for a run recovered at start: its row and message are stored already, and it
+  /// runs as a follow-up whatever the agent's queue policy.
+  storage::row_id run_row = 0;
 };
 
 /// The conversation's interface.

@@ -72,6 +72,19 @@ expected<run_record> find_run_by_uuid(connection& c, std::string_view uuid);
 expected<void> set_run_status(connection& c, row_id id, run_status status,
                               std::string_view error_text = {});
 expected<std::vector<run_record>> list_runs_with_status(connection& c, run_status status);
+
+/// A run that was accepted (its row and user message stored) but had not started when
+/// the process stopped: what start-up hands back to its conversation.
+struct queued_turn {
+  run_record run;
+  conversation_record conversation;
+  /// Its user messages, in order, joined by blank lines (several under `collect`).
+  std::string text;
+};
+/// Every queued top-level run, oldest first, with its conversation and text.
+expected<std::vector<queued_turn>> list_queued_turns(connection& c);
+/// The queued runs of a conversation (their messages are not history yet).
+expected<std::vector<row_id>> queued_run_ids(connection& c, row_id conversation_id);
 /// Appends a step with the run's next sequence number; returns its id.
 expected<row_id> append_step(connection& c, execution_step_record r);
 expected<std::vector<execution_step_record>> list_steps(connection& c, row_id run_id);

@@ -32,6 +32,10 @@ struct chat_submission {
   std::string text;
   /// The `done` entry's data for this run (the API adds signed links); may be empty.
   std::function<std::string(const run_result&)> final_data;
+  /// A run accepted before the process stopped and not started (start-up recovery): its
+  /// id and row, already stored with its message. Empty and 0 for a new message.
+  std::string run_id;
+  storage::row_id run_row = 0;
 };
 
 /// What actors/ keeps of a run behind a ticket (its journal, the conversation that took
