@@ -137,12 +137,7 @@ TEST_CASE("a conversation's messages are paged oldest first with their total and
   const auto user = f.add_user("ann");
   const auto agent = f.add_agent();
   const auto conv = f.add_conversation(user, agent, "c");
-  run_record r;
-  r.uuid = "run-1";
-  r.conversation_id = conv;
-  r.agent_id = agent;
-  r.model = "big";
-  const auto run = must(insert_run(f.db, r));
+  const auto run = f.add_run(conv, agent, "run-1");
   CHECK(must(final_answer_id(f.db, run)) == 0);
   std::vector<row_id> ids;
   for (int i = 0; i < 5; ++i) {
@@ -200,15 +195,8 @@ TEST_CASE("queued runs are listed with their conversation and joined user messag
   const auto user = f.add_user("ann");
   const auto agent = f.add_agent();
   const auto conv = f.add_conversation(user, agent, "c");
-  run_record r;
-  r.uuid = "done";
-  r.conversation_id = conv;
-  r.agent_id = agent;
-  r.status = run_status::succeeded;
-  must(insert_run(f.db, r));
-  r.uuid = "waiting";
-  r.status = run_status::queued;
-  const auto waiting = must(insert_run(f.db, r));
+  f.add_run(conv, agent, "done", run_status::succeeded);
+  const auto waiting = f.add_run(conv, agent, "waiting");
   for (const auto* text : {"first", "second"}) {
     message_record m;
     m.conversation_id = conv;
@@ -231,12 +219,7 @@ TEST_CASE("run status changes stamp start and finish times", "[storage][reposito
   const auto user = f.add_user("ann");
   const auto agent = f.add_agent();
   const auto conv = f.add_conversation(user, agent, "c");
-  run_record r;
-  r.uuid = "run-1";
-  r.conversation_id = conv;
-  r.agent_id = agent;
-  r.model = "big";
-  const auto id = must(insert_run(f.db, r));
+  const auto id = f.add_run(conv, agent, "run-1");
   CHECK(must(find_run(f.db, id)).status == run_status::queued);
   must(set_run_status(f.db, id, run_status::running));
   auto running = must(find_run(f.db, id));

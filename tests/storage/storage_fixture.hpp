@@ -81,6 +81,16 @@ struct fresh_db {
     c.agent_id = agent;
     return must(insert_conversation(db, c));
   }
+  row_id add_run(row_id conversation, row_id agent, const std::string& uuid,
+                 run_status status = run_status::queued) {
+    run_record r;
+    r.uuid = uuid;
+    r.conversation_id = conversation;
+    r.agent_id = agent;
+    r.model = "big";
+    r.status = status;
+    return must(insert_run(db, r));
+  }
   row_id add_message(row_id conversation, const std::string& role, const std::string& content) {
     message_record m;
     m.conversation_id = conversation;
