@@ -463,8 +463,9 @@ expected<endpoint> node::start() {
   chat_options.tool_timeout = d.config.tools.timeout;
   chat_options.retention = d.config.api.run_retention;
   d.chat = std::make_shared<chat_service>(*d.system, std::move(chat_options));
-  // Runs accepted before the last stop but not started go back to their conversations.
-  asio::co_spawn(d.io, d.chat->resume_queued_runs(),
+  // Runs accepted before the last stop but not started go back to their conversations
+  // (on shard 0 with policy "shards": `io` has no threads then).
+  asio::co_spawn(d.aux_io(), d.chat->resume_queued_runs(),
                  [](const std::exception_ptr& failure, std::size_t resumed) {
                    if (failure) {
                      log::error("resuming queued runs stopped by an exception");
