@@ -33,6 +33,9 @@ struct connection {
   server_state* server;
   std::uint64_t id;
   std::atomic<phase> state{phase::idle};
+  /// It left the server's table and open-connection count (done once, before the socket
+  /// closes, so a client that saw the close never finds it still counted).
+  std::atomic<bool> released{false};
 };
 
 /// A streaming response: the bounded chunk queue between producers and the

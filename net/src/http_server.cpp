@@ -407,6 +407,18 @@ bool is_quiet_close(const error_code& ec) {
          ec == http::error::partial_message;
 }
 
+/// Takes `conn` out of the server's table and open-connection count, once.
+void release(server_state& server, connection& conn) {
+  if (conn.released.exchange(true)) {
+    return;
+  }
+  {
+    std::lock_guard lock(server.connections_mutex);
+    server.connections.erase(conn.id);
+  }
+  server.open_connections.add(-1);
+}
+
 asio::awaitable<void> serve_connection(std::shared_ptr<server_state> server,
                                        std::shared_ptr<connection> conn) {
   const auto& options = server->options;
@@ -517,6 +529,9 @@ asio::awaitable<void> serve_connection(std::shared_ptr<server_state> server,
       break;
     }
   }
+  // Uncounted first: with several shards the client's next connection may be served on
+  // another thread the moment it sees this one close.
+  release(*server, *conn);
   error_code ignored;
   conn->stream.socket().shutdown(tcp::socket::shutdown_send, ignored);
   conn->stream.close();
@@ -529,11 +544,7 @@ asio::awaitable<void> serve_and_forget(std::shared_ptr<server_state> server,
   } catch (const std::exception& e) {
     log::error("connection {} failed: {}", conn->id, e.what());
   }
-  {
-    std::lock_guard lock(server->connections_mutex);
-    server->connections.erase(conn->id);
-  }
-  server->open_connections.add(-1);
+  release(*server, *conn);
 }
 
 asio::awaitable<void> accept_loop(std::shared_ptr<server_state> server, listener* where) {
