@@ -259,11 +259,17 @@ asio::awaitable<http_response> upload_file(state_ptr state, request_context& ctx
   co_return http_response::json(201, std::move(w).str());
 }
 
+/// The file of the path's `id` when the caller owns it.
+expected<storage::file_record> callers_file(const api_state& state, const request_context& ctx,
+                                            const api_caller& caller) {
+  const std::string uuid(ctx.param("id"));
+  return state.reads->with(
+      [&](storage::connection& c) { return storage::find_file(c, uuid, caller.user_id); });
+}
+
 asio::awaitable<http_response> file_metadata(state_ptr state, request_context& ctx,
                                              api_caller caller) {
-  const std::string uuid(ctx.param("id"));
-  auto f = state->reads->with(
-      [&](storage::connection& c) { return storage::find_file(c, uuid, caller.user_id); });
+  auto f = callers_file(*state, ctx, caller);
   if (!f) {
     co_return http_response::error(404, "not_found", "no such file");
   }
@@ -308,9 +314,7 @@ http_response file_content(const api_state& state, const storage::file_record& f
 
 asio::awaitable<http_response> owner_content(state_ptr state, request_context& ctx,
                                              api_caller caller) {
-  const std::string uuid(ctx.param("id"));
-  auto f = state->reads->with(
-      [&](storage::connection& c) { return storage::find_file(c, uuid, caller.user_id); });
+  auto f = callers_file(*state, ctx, caller);
   if (!f) {
     co_return http_response::error(404, "not_found", "no such file");
   }
