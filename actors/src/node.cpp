@@ -70,7 +70,9 @@ template <class F> void run_there(const asio::io_context::executor_type& executo
 } // namespace
 
 struct node::impl {
-  impl(settings s, node_frontend f) : config(std::move(s)), frontend(std::move(f)) {
+  impl(settings s, node_frontend f)
+      : config(std::move(s)), frontend(std::move(f)),
+        blocking(std::make_shared<tools::blocking_pool>(config.blocking.threads)) {
     caf_config.set("scheduler.max-throughput", config.actors.max_throughput);
     if (uses_shards(config.actors)) {
       use_shards();
@@ -115,6 +117,10 @@ struct node::impl {
 
   settings config;
   node_frontend frontend;
+  // The tools' blocking work (file work, `blocking.threads` threads), and the tool
+  // sources runs resolve from after the built-in one (add_tool_source).
+  std::shared_ptr<tools::blocking_pool> blocking;
+  std::vector<std::shared_ptr<const tools::tool_source>> tool_sources;
   metrics_registry metrics;
   std::optional<storage::data_dir_lock> data_dir;
   caf::actor_system_config caf_config;
@@ -414,8 +420,12 @@ expected<endpoint> node::start() {
 
   // Agent runs: tools, the sandbox, the LLM client and the conversations.
   // Runs resolve their tools per agent from the sources (the built-in tools for now).
-  auto tool_resolver = tools::make_builtin_tool_resolver(
-      {}, std::make_shared<tools::blocking_pool>(d.config.blocking.threads));
+  auto tool_resolver = tools::make_builtin_tool_resolver({}, d.blocking);
+  for (const auto& source : d.tool_sources) {
+    if (auto added = tool_resolver->add_source(source); !added) {
+      return tl::unexpected(added.error());
+    }
+  }
   tools::sandbox_options sandbox;
   sandbox.allow_host = d.config.tools.allow_host;
   if (sandbox.allow_host) {
@@ -598,6 +608,14 @@ int node::run() {
 
 bool node::demo_mode() const noexcept {
   return impl_->demo;
+}
+
+void node::add_tool_source(std::shared_ptr<const tools::tool_source> source) {
+  impl_->tool_sources.push_back(std::move(source));
+}
+
+std::shared_ptr<tools::blocking_pool> node::blocking_pool() const {
+  return impl_->blocking;
 }
 
 const settings& node::config() const noexcept {

@@ -19,6 +19,8 @@
 #include "troupe/runtime/metrics.hpp"
 #include "troupe/runtime/settings.hpp"
 #include "troupe/storage/database.hpp"
+#include "troupe/tools/blocking_pool.hpp"
+#include "troupe/tools/tool_source.hpp"
 
 namespace troupe::actors {
 
@@ -45,6 +47,14 @@ public:
 
   /// `start`, then serve until SIGINT or SIGTERM, then stop gracefully. The exit code.
   int run();
+
+  /// Adds `source` to the sources runs resolve their tools from, after the built-in one
+  /// (tools of an embedding program, tests). Call before `start`; a name the built-in
+  /// source has makes `start` fail.
+  void add_tool_source(std::shared_ptr<const tools::tool_source> source);
+  /// The pool the node's tools run their blocking work on (`blocking.threads` threads);
+  /// a source added with `add_tool_source` gives its tools' blocking work to it too.
+  std::shared_ptr<tools::blocking_pool> blocking_pool() const;
 
   /// The resolved settings (with the embedded catalog when the config declared none).
   const settings& config() const noexcept;
