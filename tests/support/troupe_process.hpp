@@ -91,6 +91,11 @@ public:
     return std::nullopt;
   }
 
+  /// The child's process id (for /proc/<pid>/status).
+  pid_t pid() const noexcept {
+    return pid_;
+  }
+
   void signal(int signo) {
     ::kill(pid_, signo);
   }
