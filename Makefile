@@ -1,7 +1,7 @@
 # troupe — two commands do all set-up on a fresh Debian 12 machine:
 #   make run    install what is missing, build (release), start troupe on its defaults
 #   make test   install what is missing, build (release), run every test
-# Also: make asan | fuzz | bench | format | check | build | deps | clean
+# Also: make asan | tsan | soak | fuzz | bench | format | check | build | deps | clean
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := run
@@ -30,7 +30,7 @@ FUZZ_TIME ?=
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps fuzz-deps npm-deps configure build run test asan fuzz fuzz-build bench bench-peers format \
+.PHONY: deps fuzz-deps npm-deps configure build run test asan tsan soak fuzz fuzz-build bench bench-peers format \
   format-check check clean
 
 # install_missing(PACKAGES): apt-get installs those of PACKAGES that are not installed
@@ -81,6 +81,22 @@ test: build npm-deps
 ## asan: build with AddressSanitizer + UBSan and run every test
 asan:
 	$(MAKE) test PRESET=asan
+
+## tsan: build the actors and integration suites (and the troupe binary their nodes run)
+## with ThreadSanitizer (preset tsan) and run them; TSAN_OPTIONS and the suppressions
+## (tests/tsan.supp) come from the test preset. The residue soak is left out: it measures
+## RSS, which TSan's shadow memory makes meaningless.
+TSAN_TARGETS := troupe_actors_tests troupe_integration_tests troupe
+tsan: deps npm-deps
+	@[ -f build/tsan/CMakeCache.txt ] || cmake --preset tsan
+	cmake --build --preset tsan -j $(JOBS) --target $(TSAN_TARGETS)
+	ctest --preset tsan -j $(JOBS) --timeout 600 $(CTEST_ARGS)
+
+## soak: the residue soak at the issue's scale: 200,000 /v1/chat/completions at
+## concurrency 8, RSS at the end within 10% of its value after the first 10,000
+## (tests/integration/residue_soak_test.cpp; make test runs it at 10,000)
+soak: build
+	$(BUILD_DIR)/tests/troupe_integration_tests "[soak][slow]"
 
 ## fuzz-build: the libFuzzer targets of fuzz/ (preset fuzz: clang-14, ASan + UBSan)
 fuzz-build: fuzz-deps

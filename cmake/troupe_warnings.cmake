@@ -16,6 +16,19 @@ if(TROUPE_SANITIZE)
     -fno-sanitize-recover=undefined)
   target_link_options(troupe_build_flags INTERFACE -fsanitize=address,undefined)
 endif()
+if(TROUPE_SANITIZE_THREAD)
+  # ThreadSanitizer (preset tsan, `make tsan`). It cannot be combined with ASan.
+  if(TROUPE_SANITIZE)
+    message(FATAL_ERROR "TROUPE_SANITIZE and TROUPE_SANITIZE_THREAD exclude each other")
+  endif()
+  # -Wno-tsan: g++ 12 warns that TSan does not model std::atomic_thread_fence, which
+  # Asio's handler completion (std_fenced_block) calls. Asio's hand-offs between threads
+  # synchronise through its scheduler's mutex and atomics, which TSan does see; the fence
+  # is extra ordering on top.
+  target_compile_options(troupe_build_flags INTERFACE -fsanitize=thread -fno-omit-frame-pointer
+                                                      -Wno-tsan)
+  target_link_options(troupe_build_flags INTERFACE -fsanitize=thread)
+endif()
 
 # troupe_layer(NAME DEPS...) defines static library troupe_NAME (alias troupe::NAME) from
 # NAME/src/*.cpp with public headers under NAME/include.
