@@ -573,6 +573,38 @@ expected<std::vector<execution_step_record>> list_steps(connection& c, row_id ru
   return query_all<execution_step_record>(c, sql, read_step, run_id);
 }
 
+expected<std::int64_t> append_run_events(connection& c, std::string_view run_uuid,
+                                         std::span<const run_event_view> events) {
+  if (events.empty()) {
+    return std::int64_t{0};
+  }
+  auto run = c.query_int("SELECT id FROM runs WHERE uuid = ?", run_uuid);
+  if (!run) {
+    if (run.error().code == errc::not_found) {
+      return std::int64_t{0};
+    }
+    return tl::unexpected(run.error());
+  }
+  for (const auto& e : events) {
+    if (auto ok = c.run("INSERT INTO run_events (run_id, seq, event, data) VALUES (?, ?, ?, ?)",
+                        *run, e.seq, e.event, e.data);
+        !ok) {
+      return tl::unexpected(ok.error());
+    }
+  }
+  return static_cast<std::int64_t>(events.size());
+}
+
+expected<std::vector<run_event_record>> list_run_events(connection& c, row_id run_id,
+                                                        std::int64_t after_seq) {
+  return query_all<run_event_record>(
+      c, "SELECT seq, event, data FROM run_events WHERE run_id = ? AND seq > ? ORDER BY seq",
+      [](const statement& s) {
+        return run_event_record{s.int64(0), s.text(1), s.text(2)};
+      },
+      run_id, after_seq);
+}
+
 expected<row_id> insert_plan(connection& c, plan_record r) {
   const auto t = stamp(r.created_at);
   return insert_row(c,

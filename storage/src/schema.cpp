@@ -308,6 +308,19 @@ ALTER TABLE api_tokens ADD COLUMN agent_id INTEGER REFERENCES agents(id) ON DELE
 ALTER TABLE providers ADD COLUMN api_key TEXT NOT NULL DEFAULT '';
 )sql";
 
+// Version 4: every run journal entry under the id (seq) it had live, so a replay after
+// the journal left memory, or after a restart, serves the same events and ids. Deleted
+// with its run (and so with its conversation).
+constexpr std::string_view schema_v4 = R"sql(
+CREATE TABLE run_events (
+  run_id INTEGER NOT NULL REFERENCES runs(id) ON DELETE CASCADE,
+  seq INTEGER NOT NULL,
+  event TEXT NOT NULL DEFAULT '',
+  data TEXT NOT NULL,
+  PRIMARY KEY (run_id, seq)
+) WITHOUT ROWID;
+)sql";
+
 struct migration {
   int version;
   std::string_view description;
@@ -326,6 +339,7 @@ const std::vector<migration>& migrations() {
          return {};
        }},
       {3, "token scopes and provider keys", [](connection& c) { return c.exec(schema_v3); }},
+      {4, "run journal events", [](connection& c) { return c.exec(schema_v4); }},
   };
   return list;
 }

@@ -267,6 +267,53 @@ TEST_CASE("execution steps are numbered per run in order", "[storage][repositori
   CHECK(must(list_steps(f.db, run2)).at(0).seq == 1);
 }
 
+TEST_CASE("a run's journal entries are stored under their own ids and read back after one",
+          "[storage][repositories]") {
+  fresh_db f;
+  const auto agent = f.add_agent();
+  const auto conv = f.add_conversation(f.add_user("ann"), agent, "c1");
+  const auto run = f.add_run(conv, agent, "run-1", run_status::running);
+  const std::vector<run_event_view> first = {{1, "run", R"({"type":"run.started"})"},
+                                             {2, "message", R"({"type":"model.delta"})"}};
+  const std::vector<run_event_view> last = {{3, "done", R"({"status":"succeeded"})"},
+                                            {4, "", "[DONE]"}};
+  CHECK(must(append_run_events(f.db, "run-1", first)) == 2);
+  CHECK(must(append_run_events(f.db, "run-1", last)) == 2);
+  auto all = must(list_run_events(f.db, run));
+  REQUIRE(all.size() == 4);
+  for (std::size_t i = 0; i < all.size(); ++i) {
+    CHECK(all[i].seq == static_cast<std::int64_t>(i + 1));
+  }
+  CHECK(all[0].event == "run");
+  CHECK(all[3].event.empty());
+  CHECK(all[3].data == "[DONE]");
+  auto after = must(list_run_events(f.db, run, 2));
+  REQUIRE(after.size() == 2);
+  CHECK(after.front().seq == 3);
+  CHECK(after.front().data == R"({"status":"succeeded"})");
+  // An id is stored once: the same entry again is refused.
+  CHECK_FALSE(append_run_events(f.db, "run-1", last));
+  // A run with no row keeps nothing.
+  CHECK(must(append_run_events(f.db, "no-such-run", first)) == 0);
+}
+
+TEST_CASE("deleting a conversation deletes its runs' journal entries", "[storage][repositories]") {
+  fresh_db f;
+  const auto agent = f.add_agent();
+  const auto user = f.add_user("ann");
+  const auto gone = f.add_conversation(user, agent, "c1");
+  const auto kept = f.add_conversation(user, agent, "c2");
+  f.add_run(gone, agent, "run-gone", run_status::succeeded);
+  const auto kept_run = f.add_run(kept, agent, "run-kept", run_status::succeeded);
+  const std::vector<run_event_view> events = {{1, "done", "{}"}, {2, "", "[DONE]"}};
+  must(append_run_events(f.db, "run-gone", events));
+  must(append_run_events(f.db, "run-kept", events));
+  CHECK(must(f.db.query_int("SELECT count(*) FROM run_events")) == 4);
+  must(delete_conversation(f.db, gone));
+  CHECK(must(f.db.query_int("SELECT count(*) FROM run_events")) == 2);
+  CHECK(must(list_run_events(f.db, kept_run)).size() == 2);
+}
+
 TEST_CASE("a plan allows only one running item at a time", "[storage][repositories]") {
   fresh_db f;
   const auto user = f.add_user("ann");

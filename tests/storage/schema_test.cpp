@@ -123,3 +123,41 @@ TEST_CASE("the full-text index is backfilled from existing messages when it is c
   REQUIRE(hits.size() == 1);
   CHECK(hits[0].message_id == id);
 }
+
+TEST_CASE("the run events migration applies on an existing database and keeps its rows",
+          "[storage][schema]") {
+  temp_dir dir;
+  row_id run = 0;
+  {
+    // A database as version 3 left it: no run_events table, a run already stored.
+    auto c = must(open_writer(dir.db(), sync_mode::normal));
+    must(c.exec("DROP TABLE run_events; PRAGMA user_version = 3"));
+    user_record u;
+    u.name = "ann";
+    const auto user = must(insert_user(c, u));
+    agent_record a;
+    a.uuid = "agent-1";
+    a.name = "helper";
+    a.main_model = "m";
+    const auto agent = must(insert_agent(c, a));
+    conversation_record conv;
+    conv.uuid = "c1";
+    conv.owner_user_id = user;
+    conv.agent_id = agent;
+    run_record r;
+    r.uuid = "run-before";
+    r.conversation_id = must(insert_conversation(c, conv));
+    r.agent_id = agent;
+    run = must(insert_run(c, r));
+    CHECK(table_count(c, "run_events") == 0);
+  }
+  // Opening it again migrates it.
+  auto c = must(open_writer(dir.db(), sync_mode::normal));
+  CHECK(must(schema_version(c)) == latest_schema_version());
+  CHECK(table_count(c, "run_events") == 1);
+  CHECK(must(find_run_by_uuid(c, "run-before")).id == run);
+  const std::vector<run_event_view> events = {{1, "run", R"({"type":"run.started"})"},
+                                              {2, "", "[DONE]"}};
+  CHECK(must(append_run_events(c, "run-before", events)) == 2);
+  CHECK(must(list_run_events(c, run)).size() == 2);
+}

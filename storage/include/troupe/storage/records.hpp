@@ -150,6 +150,23 @@ struct execution_step_record {
   std::int64_t created_at = 0;
 };
 
+/// One persisted entry of a run's journal: the event an SSE client got, with its id.
+struct run_event_record {
+  /// The SSE id the entry had live: 1, 2, 3, … per run.
+  std::int64_t seq = 0;
+  /// The SSE event name; empty for the closing `[DONE]`.
+  std::string event;
+  /// The entry's data (JSON, or `[DONE]`).
+  std::string data;
+};
+
+/// A journal entry to store, its text borrowed from the caller (the journal's own bytes).
+struct run_event_view {
+  std::int64_t seq = 0;
+  std::string_view event;
+  std::string_view data;
+};
+
 /// A run's plan.
 struct plan_record {
   row_id id = 0;

@@ -88,6 +88,13 @@ expected<std::vector<row_id>> queued_run_ids(connection& c, row_id conversation_
 /// Appends a step with the run's next sequence number; returns its id.
 expected<row_id> append_step(connection& c, execution_step_record r);
 expected<std::vector<execution_step_record>> list_steps(connection& c, row_id run_id);
+/// Stores journal entries of the run `run_uuid` under their own seqs; returns how many
+/// were stored (0 when the run has no row: a run that never got one keeps no events).
+expected<std::int64_t> append_run_events(connection& c, std::string_view run_uuid,
+                                         std::span<const run_event_view> events);
+/// The persisted journal entries of a run with a seq above `after_seq`, in order.
+expected<std::vector<run_event_record>> list_run_events(connection& c, row_id run_id,
+                                                        std::int64_t after_seq = 0);
 expected<row_id> insert_plan(connection& c, plan_record r);
 expected<row_id> insert_plan_item(connection& c, plan_item_record r);
 /// Fails with `conflict` when another item of the plan is already running.
