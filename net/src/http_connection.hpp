@@ -6,6 +6,7 @@
 #include <atomic>
 #include <chrono>
 #include <functional>
+#include <memory>
 #include <mutex>
 #include <string>
 #include <vector>
@@ -38,11 +39,25 @@ struct connection {
   std::atomic<bool> released{false};
 };
 
+/// One queued chunk of a streaming response: bytes of its own, or bytes shared with other
+/// streams (an event encoded once for every subscriber), which the writer reads in place.
+struct stream_chunk {
+  std::string owned;
+  std::shared_ptr<const std::string> shared;
+
+  std::string_view bytes() const noexcept {
+    return shared ? std::string_view(*shared) : std::string_view(owned);
+  }
+  bool empty() const noexcept {
+    return bytes().empty();
+  }
+};
+
 /// A streaming response: the bounded chunk queue between producers and the
 /// connection's writer, and how the stream ended.
 struct stream_state {
   using channel_type =
-      asio::experimental::concurrent_channel<void(boost::system::error_code, std::string)>;
+      asio::experimental::concurrent_channel<void(boost::system::error_code, stream_chunk)>;
 
   stream_state(asio::any_io_executor executor, std::size_t capacity)
       : channel(std::move(executor), capacity) {}

@@ -4,6 +4,7 @@
 #include <mutex>
 #include <random>
 #include <stdexcept>
+#include <tuple>
 #include <unordered_map>
 
 #include <boost/asio/as_tuple.hpp>
@@ -124,6 +125,7 @@ struct server_state {
 using detail::connection;
 using detail::listener;
 using detail::server_state;
+using detail::stream_chunk;
 using detail::stream_state;
 
 // Queues an SSE ping unless the stream is over; defined with response_stream below.
@@ -277,15 +279,16 @@ asio::awaitable<void> pump_stream(std::shared_ptr<connection> conn,
       }
       continue;
     }
-    // Coalesce whatever else is already queued into the same chunk.
-    batch = std::move(chunk);
+    // Coalesce whatever else is already queued into the same chunk (the batch keeps its
+    // capacity: no allocation per chunk, shared chunks are read in place).
+    batch.assign(chunk.bytes());
     bool end_seen = false;
     for (int i = 0; i < 64 && state->channel.ready() && !end_seen; ++i) {
-      state->channel.try_receive([&](error_code, std::string more) {
+      state->channel.try_receive([&](error_code, stream_chunk more) {
         if (more.empty()) {
           end_seen = true;
         } else {
-          batch += more;
+          batch += more.bytes();
         }
       });
     }
@@ -598,7 +601,21 @@ stream_write_result response_stream::try_write(std::string bytes) const {
   if (bytes.empty()) {
     return stream_write_result::queued;
   }
-  if (state_->channel.try_send(error_code{}, std::move(bytes))) {
+  if (state_->channel.try_send(error_code{}, stream_chunk{std::move(bytes), nullptr})) {
+    return stream_write_result::queued;
+  }
+  return state_->channel.is_open() && state_->open.load() ? stream_write_result::full
+                                                          : stream_write_result::closed;
+}
+
+stream_write_result response_stream::try_write(std::shared_ptr<const std::string> bytes) const {
+  if (!state_ || !state_->open.load() || state_->finished.load()) {
+    return stream_write_result::closed;
+  }
+  if (!bytes || bytes->empty()) {
+    return stream_write_result::queued;
+  }
+  if (state_->channel.try_send(error_code{}, stream_chunk{{}, std::move(bytes)})) {
     return stream_write_result::queued;
   }
   return state_->channel.is_open() && state_->open.load() ? stream_write_result::full
@@ -616,7 +633,10 @@ asio::awaitable<bool> response_stream::write(std::string bytes) const {
   if (bytes.empty()) {
     co_return true;
   }
-  auto [ec] = co_await state_->channel.async_send(error_code{}, std::move(bytes),
+  // A named chunk, not a temporary in the co_await expression: g++ 12 destroys such a
+  // temporary aggregate twice.
+  stream_chunk chunk{std::move(bytes), nullptr};
+  auto [ec] = co_await state_->channel.async_send(error_code{}, std::move(chunk),
                                                   asio::as_tuple(asio::use_awaitable));
   co_return !ec;
 }
@@ -628,7 +648,7 @@ void response_stream::finish() const {
   state_->finished.store(true);
   // The empty chunk wakes a writer waiting on an empty queue; when the queue is full
   // the writer sees `finished` after draining it.
-  state_->channel.try_send(error_code{}, std::string{});
+  state_->channel.try_send(error_code{}, stream_chunk{});
 }
 
 void response_stream::abort() const {
@@ -636,7 +656,7 @@ void response_stream::abort() const {
     return;
   }
   state_->aborted.store(true);
-  state_->channel.try_send(error_code{}, std::string{});
+  state_->channel.try_send(error_code{}, stream_chunk{});
 }
 
 bool response_stream::is_open() const {
@@ -666,7 +686,7 @@ stream_write_result response_stream_ping(const std::shared_ptr<stream_state>& st
     return stream_write_result::closed;
   }
   // A full queue already means the client is behind; skipping a ping is harmless.
-  if (state->channel.try_send(error_code{}, format_sse_comment("ping"))) {
+  if (state->channel.try_send(error_code{}, stream_chunk{format_sse_comment("ping"), nullptr})) {
     return stream_write_result::queued;
   }
   return state->channel.is_open() ? stream_write_result::full : stream_write_result::closed;

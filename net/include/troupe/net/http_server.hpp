@@ -53,6 +53,9 @@ public:
 
   /// Queues raw bytes to be sent as one chunk; never blocks.
   stream_write_result try_write(std::string bytes) const;
+  /// Queues bytes shared with other streams (encoded once for all of them); they are
+  /// read in place, never copied into the queue. Never blocks.
+  stream_write_result try_write(std::shared_ptr<const std::string> bytes) const;
   /// Queues one SSE event; never blocks.
   stream_write_result try_send(const sse_event& event) const;
   /// Queues bytes, waiting for room when the queue is full (back-pressure for coroutine
