@@ -1,6 +1,11 @@
 // The chat facade over the chat service, and the stream sink actor that writes a run's
 // journal to one HTTP stream.
 
+#include <algorithm>
+#include <functional>
+#include <memory>
+#include <vector>
+
 #include <caf/all.hpp>
 
 #include "troupe/actors/bridge.hpp"
@@ -21,42 +26,99 @@ namespace {
 
 using closed_atom = caf::atom_constant<caf::atom("closed")>;
 
+/// A run's entries after a seq, from storage (for a journal that left memory).
+using stored_entries_fn = std::function<expected<std::vector<journal_entry>>(std::uint64_t)>;
+
 struct sink_state {
   net::response_stream stream;
+  /// Empty: the entries' own SSE frames, shared (never copied or re-encoded).
   entry_translator translate;
   conversation_actor cancel_target;
   std::string run_id;
+  /// The journal followed; its death before the last entry switches to `stored`.
+  run_journal_actor journal;
+  stored_entries_fn stored;
+  /// The seq of the last entry written.
+  std::uint64_t last_seq = 0;
 };
 
 /// A journal follower that also hears from its stream that the client left.
 using stream_sink_actor = journal_sink_actor::extend<caf::reacts_to<closed_atom>>;
+using sink_self = homed_typed_actor<sink_state, stream_sink_actor>*;
+
+enum class written { more, done, gone };
+
+/// Writes one entry to the sink's stream; `done` after the last (the stream is finished).
+written write_entry(sink_state& st, const journal_entry& e) {
+  auto result = net::stream_write_result::queued;
+  if (!st.translate) {
+    result = st.stream.try_write(e.frame());
+  } else if (auto bytes = st.translate(e); !bytes.empty()) {
+    result = st.stream.try_write(std::move(bytes));
+  }
+  if (result == net::stream_write_result::full) {
+    // Too far behind: it may come back with Last-Event-ID.
+    st.stream.finish();
+    return written::done;
+  }
+  if (result == net::stream_write_result::closed) {
+    return written::gone;
+  }
+  st.last_seq = std::max(st.last_seq, e.seq);
+  if (e.last) {
+    st.cancel_target = conversation_actor{};
+    st.stream.finish();
+    return written::done;
+  }
+  return written::more;
+}
+
+/// Writes the stored entries after `after` and ends the stream (a journal that left
+/// memory, or was never there).
+void write_stored(sink_state& st, const stored_entries_fn& stored, std::uint64_t after) {
+  auto entries =
+      stored
+          ? stored(after)
+          : expected<std::vector<journal_entry>>(fail(errc::unavailable, "no storage to replay"));
+  if (entries) {
+    for (const auto& e : *entries) {
+      if (write_entry(st, e) != written::more) {
+        return;
+      }
+    }
+  }
+  st.stream.finish();
+}
 
 // Writes a journal to one HTTP stream. Quits when the journal ends (after ending the
 // stream), when the client leaves, or when the client falls too far behind (it may
-// come back with Last-Event-ID).
-stream_sink_actor::behavior_type stream_sink(homed_typed_actor<sink_state, stream_sink_actor>* self,
-                                             sink_state init) {
+// come back with Last-Event-ID). A journal that goes before its last entry (it left
+// memory as the sink arrived) is finished from storage, after the last id written.
+stream_sink_actor::behavior_type stream_sink(sink_self self, sink_state init) {
   self->state = std::move(init);
+  if (self->state.journal) {
+    self->monitor(self->state.journal);
+  }
+  self->set_down_handler([self](caf::down_msg& msg) {
+    auto& st = self->state;
+    if (msg.source != st.journal.address()) {
+      return;
+    }
+    st.cancel_target = conversation_actor{};
+    write_stored(st, st.stored, st.last_seq);
+    self->quit();
+  });
   return {
       [self](entry_atom, const journal_entry& e) {
-        auto& st = self->state;
-        auto bytes = st.translate(e);
-        if (!bytes.empty()) {
-          const auto written = st.stream.try_write(std::move(bytes));
-          if (written == net::stream_write_result::full) {
-            st.stream.finish();
+        switch (write_entry(self->state, e)) {
+          case written::more:
+            return;
+          case written::done:
             self->quit();
             return;
-          }
-          if (written == net::stream_write_result::closed) {
+          case written::gone:
             self->send(self, closed_atom::value);
             return;
-          }
-        }
-        if (e.last) {
-          st.cancel_target = conversation_actor{};
-          st.stream.finish();
-          self->quit();
         }
       },
       [self](closed_atom) {
@@ -74,8 +136,15 @@ stream_sink_actor::behavior_type stream_sink(homed_typed_actor<sink_state, strea
 // and `cancel_target` is valid, the run is cancelled there.
 void stream_journal(caf::actor_system& system, run_journal_actor journal, std::uint64_t after_seq,
                     net::response_stream stream, entry_translator translate,
-                    conversation_actor cancel_target, std::string run_id) {
-  sink_state init{stream, std::move(translate), std::move(cancel_target), std::move(run_id)};
+                    conversation_actor cancel_target, std::string run_id,
+                    stored_entries_fn stored) {
+  sink_state init{stream,
+                  std::move(translate),
+                  std::move(cancel_target),
+                  std::move(run_id),
+                  journal,
+                  std::move(stored),
+                  after_seq};
   // On its journal's shard (its conversation's): the journal's events reach it there.
   auto sink = spawn_maybe_on(system, home_shard_of(journal), stream_sink, std::move(init));
   stream.on_disconnect([weak = caf::actor_cast<caf::weak_actor_ptr>(sink)] {
@@ -149,13 +218,30 @@ void chat_service_facade::follow(run_ticket run, std::uint64_t after_seq,
                                  net::response_stream stream, entry_translator translate,
                                  bool cancel_on_leave) {
   auto chat = service();
-  if (!chat || !run.handle) {
+  if (!chat) {
     stream.finish();
+    return;
+  }
+  // Weak: a sink must not keep the chat service alive past its stop.
+  stored_entries_fn stored = [weak = std::weak_ptr<chat_service>(chat),
+                              run_id = run.run_id](std::uint64_t after) {
+    auto service = weak.lock();
+    if (!service) {
+      return expected<std::vector<journal_entry>>(
+          fail(errc::unavailable, "the chat service is not running"));
+    }
+    return service->stored_entries(run_id, after);
+  };
+  if (!run.handle || !run.handle->journal) {
+    // No journal in memory: the replay comes from storage, here.
+    sink_state st{stream, std::move(translate), {}, run.run_id, {}, {}, after_seq};
+    write_stored(st, stored, after_seq);
     return;
   }
   stream_journal(chat->system(), run.handle->journal, after_seq, std::move(stream),
                  std::move(translate),
-                 cancel_on_leave ? run.handle->conversation : conversation_actor{}, run.run_id);
+                 cancel_on_leave ? run.handle->conversation : conversation_actor{}, run.run_id,
+                 std::move(stored));
 }
 
 boost::asio::awaitable<expected<bool>> chat_service_facade::cancel(std::string conversation_id,

@@ -9,6 +9,7 @@
 #include <simdjson.h>
 
 #include "troupe/actors/bridge.hpp"
+#include "troupe/actors/stored_journal.hpp"
 #include "troupe/net/provider_wire.hpp"
 #include "troupe/runtime/crypto.hpp"
 #include "troupe/runtime/log.hpp"
@@ -121,7 +122,8 @@ expected<agent_settings> agent_from_record(const storage::agent_record& a,
 }
 
 chat_service::chat_service(caf::actor_system& system, chat_service_options options)
-    : system_(system), options_(std::move(options)), directory_(std::make_shared<run_directory>()) {
+    : system_(system), options_(std::move(options)),
+      directory_(std::make_shared<run_directory>(options_.journal_max_bytes)) {
   options_.io.writer = options_.writer;
   registry_ = std::make_unique<conversation_registry>(
       system_,
@@ -242,6 +244,9 @@ asio::awaitable<expected<submitted_run>> chat_service::submit(chat_submission su
   jo.max_retained = options_.max_retained_runs;
   jo.final_data = std::move(submission.final_data);
   jo.directory = directory_;
+  if (options_.writer) {
+    jo.writer = options_.writer;
+  }
   {
     // The journal lives on its conversation's shard (no suspension in this scope: the
     // spawn home is the calling thread's).
@@ -321,6 +326,15 @@ asio::awaitable<std::size_t> chat_service::resume_queued_runs() {
 
 std::optional<run_directory::entry> chat_service::find_run(const std::string& run_id) const {
   return directory_->find(run_id);
+}
+
+expected<std::vector<journal_entry>> chat_service::stored_entries(const std::string& run_id,
+                                                                  std::uint64_t after_seq) const {
+  if (!options_.reads) {
+    return fail(errc::unavailable, "the chat service has no database to replay from");
+  }
+  return options_.reads->with(
+      [&](storage::connection& c) { return stored_journal(c, run_id, after_seq); });
 }
 
 asio::awaitable<expected<bool>> chat_service::cancel(const std::string& conversation_id,

@@ -472,6 +472,7 @@ expected<endpoint> node::start() {
   chat_options.history_messages = d.config.actors.history_messages;
   chat_options.tool_timeout = d.config.tools.timeout;
   chat_options.retention = d.config.api.run_retention;
+  chat_options.journal_max_bytes = d.config.api.journal_max_bytes;
   d.chat = std::make_shared<chat_service>(*d.system, std::move(chat_options));
   // Runs accepted before the last stop but not started go back to their conversations
   // (on shard 0 with policy "shards": `io` has no threads then).

@@ -1,13 +1,23 @@
 #include "troupe/actors/run_journal.hpp"
 
+#include <algorithm>
 #include <vector>
 
 #include "troupe/actors/shard_scheduler.hpp"
+#include "troupe/net/sse.hpp"
 #include "troupe/runtime/json_writer.hpp"
+#include "troupe/runtime/log.hpp"
+#include "troupe/storage/repositories.hpp"
 
 namespace troupe::actors {
 
 namespace {
+
+/// A group of entries waiting to be stored is written once it holds this many entries
+/// (or bytes), or a step or harness decision; smaller groups of text deltas wait for the
+/// next, or for the final entries, so a streamed answer costs no commit per delta.
+constexpr std::size_t persist_group_entries = 64;
+constexpr std::size_t persist_group_bytes = 32 * 1024;
 
 struct journal_state {
   journal_options options;
@@ -17,22 +27,101 @@ struct journal_state {
   conversation_actor conversation;
   run_status_view view;
   bool finished = false;
+  /// The bytes the entries hold (counted in the directory too; shared with the clean-up
+  /// that takes them out of its count).
+  std::shared_ptr<std::size_t> held = std::make_shared<std::size_t>(0);
+  /// Entries before this index were handed to the writer.
+  std::size_t submitted = 0;
+  /// Bytes of the entries not handed to the writer yet.
+  std::size_t pending_bytes = 0;
+  /// A pending entry is a step or harness decision: worth storing at once.
+  bool pending_milestone = false;
+  /// A persist_atom is in the mailbox.
+  bool persist_queued = false;
+  /// Told the write-failure warning once.
+  bool warned = false;
 };
 
 using journal_self = homed_typed_actor<journal_state, run_journal_actor>*;
 
-void append(journal_self self, std::string event, std::string data, bool last = false) {
+void tell_to_go(journal_self self, const std::vector<run_journal_actor>& evicted) {
+  for (const auto& journal : evicted) {
+    if (journal.address() != self->address()) {
+      self->send(journal, expire_atom::value);
+    } else {
+      self->send(self, expire_atom::value);
+    }
+  }
+}
+
+/// Hands the entries not yet submitted to the writer as one write; `then` runs once it
+/// is answered (durable, or failed: replay then falls back to what the run row says).
+template <class Then> void submit(journal_self self, Then then) {
   auto& st = self->state;
-  journal_entry e;
-  e.seq = st.entries.size() + 1;
-  e.event = std::move(event);
-  e.data = std::move(data);
-  e.last = last;
+  if (!st.options.writer || st.submitted == st.entries.size()) {
+    then();
+    return;
+  }
+  std::vector<journal_entry> group(st.entries.begin() + static_cast<std::ptrdiff_t>(st.submitted),
+                                   st.entries.end());
+  st.submitted = st.entries.size();
+  st.pending_bytes = 0;
+  st.pending_milestone = false;
+  auto op =
+      storage::make_write("store run events", [run_id = st.options.run_id,
+                                               group = std::move(group)](storage::connection& c) {
+        std::vector<storage::run_event_view> rows;
+        rows.reserve(group.size());
+        for (const auto& e : group) {
+          rows.push_back({static_cast<std::int64_t>(e.seq), e.event(), e.data()});
+        }
+        return storage::append_run_events(c, run_id, rows);
+      });
+  auto failed = [self](const std::string& why) {
+    if (!self->state.warned) {
+      self->state.warned = true;
+      log::warn("the events of run {} could not be stored (replay after the journal leaves "
+                "memory will show less): {}",
+                self->state.options.run_id, why);
+    }
+  };
+  self->request(*st.options.writer, store_write_timeout, write_atom::value, std::move(op))
+      .then(
+          [failed, then](write_result& r) mutable {
+            if (!r) {
+              failed(r.error().message);
+            }
+            then();
+          },
+          [failed, then](caf::error& e) mutable {
+            failed(from_caf_error(e).message);
+            then();
+          });
+}
+
+void append(journal_self self, std::string_view event, std::string_view data, bool last = false) {
+  auto& st = self->state;
+  auto e = make_journal_entry(st.entries.size() + 1, event, data, last);
   st.view.last_seq = e.seq;
+  const auto size = e.size_bytes();
+  *st.held += size;
+  st.pending_bytes += size;
+  if (event == "step" || event == "harness") {
+    st.pending_milestone = true;
+  }
   for (const auto& sink : st.sinks) {
     self->send(sink, entry_atom::value, e);
   }
   st.entries.push_back(std::move(e));
+  if (st.options.directory) {
+    tell_to_go(self, st.options.directory->grow(size));
+  }
+  // Stored once the mailbox has drained (the entries that arrived meanwhile go along),
+  // if the group is worth a write of its own; the final entries go at once (finish).
+  if (st.options.writer && !st.persist_queued && !st.finished) {
+    st.persist_queued = true;
+    self->send(self, persist_atom::value);
+  }
 }
 
 std::string error_data(const std::string& run_id, const run_result& r) {
@@ -41,6 +130,18 @@ std::string error_data(const std::string& run_id, const run_result& r) {
   w.key("status").value(storage::to_string(r.status));
   w.key("message").value(r.error).end_object();
   return std::move(w).str();
+}
+
+/// The run ended and its entries are durable (or could not be made so): the journal is
+/// kept for replay for its retention, or until the directory needs the room.
+void retire(journal_self self) {
+  auto& st = self->state;
+  if (st.options.directory) {
+    tell_to_go(self,
+               st.options.directory->retain(st.options.run_id, st.options.max_retained, *st.held));
+  }
+  self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(st.options.retention),
+                     expire_atom::value);
 }
 
 void finish(journal_self self, run_result result) {
@@ -63,7 +164,7 @@ void finish(journal_self self, run_result result) {
     w.key("content").value(result.text).end_object();
     data = std::move(w).str();
   }
-  append(self, "done", std::move(data));
+  append(self, "done", data);
   append(self, "", "[DONE]", true);
   st.view.result = result;
   for (auto& promise : st.waiting) {
@@ -74,21 +175,17 @@ void finish(journal_self self, run_result result) {
   if (st.conversation) {
     self->demonitor(st.conversation.address());
   }
-  if (st.options.directory) {
-    for (const auto& oldest :
-         st.options.directory->retain(st.options.run_id, st.options.max_retained)) {
-      self->send(oldest, expire_atom::value);
-    }
-  }
-  self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(st.options.retention),
-                     expire_atom::value);
+  // The answer went out above; storing the rest does not hold it up.
+  submit(self, [self] { retire(self); });
 }
 
 run_journal_actor::behavior_type journal_behavior(journal_self self, journal_options options) {
   self->state.options = std::move(options);
-  self->attach_functor([dir = self->state.options.directory, id = self->state.options.run_id] {
+  // The state is gone when attached functors run: what it holds is counted here too.
+  self->attach_functor([held = self->state.held, dir = self->state.options.directory,
+                        id = self->state.options.run_id, address = self->address()] {
     if (dir) {
-      dir->remove(id);
+      dir->remove(id, address, *held);
     }
   });
   self->set_down_handler([self](caf::down_msg& msg) {
@@ -105,6 +202,19 @@ run_journal_actor::behavior_type journal_behavior(journal_self self, journal_opt
     auto& sinks = st.sinks;
     std::erase_if(sinks, [&](const journal_sink_actor& s) { return s.address() == msg.source; });
   });
+  // Told to exit (shutdown) mid-run: what it has is handed to the writer, which commits
+  // what it was given before it stops; replay then ends with what the run row says.
+  self->set_exit_handler([self](caf::exit_msg& msg) {
+    if (!msg.reason) {
+      // A linked sink ended normally (as CAF's default handler, ignored).
+      return;
+    }
+    auto& st = self->state;
+    if (st.options.writer && st.submitted < st.entries.size()) {
+      submit(self, [] {});
+    }
+    self->quit(msg.reason);
+  });
   return {
       [self](event_atom, const run_event& e) {
         auto& st = self->state;
@@ -118,7 +228,7 @@ run_journal_actor::behavior_type journal_behavior(journal_self self, journal_opt
           default:
             break;
         }
-        append(self, std::string(journal_event_name(e.type)), e.to_json());
+        append(self, journal_event_name(e.type), e.to_json());
       },
       [self](done_atom, run_result& r) { finish(self, std::move(r)); },
       [self](watch_atom, conversation_actor& conversation) {
@@ -158,10 +268,50 @@ run_journal_actor::behavior_type journal_behavior(journal_self self, journal_opt
       },
       [self](get_atom) -> run_status_view { return self->state.view; },
       [self](expire_atom) { self->quit(); },
+      [self](persist_atom) {
+        auto& st = self->state;
+        st.persist_queued = false;
+        if (st.finished) {
+          return;
+        }
+        if (st.pending_milestone || st.pending_bytes >= persist_group_bytes ||
+            st.entries.size() - st.submitted >= persist_group_entries) {
+          submit(self, [] {});
+        }
+      },
   };
 }
 
 } // namespace
+
+journal_entry make_journal_entry(std::uint64_t seq, std::string_view event, std::string_view data,
+                                 bool last) {
+  auto bytes = std::make_shared<journal_bytes>();
+  net::sse_event e;
+  e.event = std::string(event);
+  e.id = std::to_string(seq);
+  e.data = std::string(data);
+  bytes->sse.reserve(data.size() + event.size() + 32);
+  net::append_sse_event(bytes->sse, e);
+  const std::string_view frame = bytes->sse;
+  if (!event.empty()) {
+    // "event: NAME\n" opens the frame.
+    bytes->event = frame.substr(7, event.size());
+  }
+  const bool one_line = data.find_first_of("\r\n") == std::string_view::npos;
+  const auto at = frame.find("\ndata: ");
+  if (one_line && at != std::string_view::npos && frame.substr(at + 7, data.size()) == data) {
+    bytes->data = frame.substr(at + 7, data.size());
+  } else {
+    bytes->spilled_data = std::string(data);
+    bytes->data = bytes->spilled_data;
+  }
+  journal_entry out;
+  out.seq = seq;
+  out.bytes = std::move(bytes);
+  out.last = last;
+  return out;
+}
 
 void run_directory::add(const std::string& run_id, entry e) {
   std::lock_guard lock(mutex_);
@@ -176,24 +326,56 @@ std::optional<run_directory::entry> run_directory::find(const std::string& run_i
   return std::nullopt;
 }
 
+void run_directory::remove(const std::string& run_id, const caf::actor_addr& journal,
+                           std::size_t held) {
+  std::lock_guard lock(mutex_);
+  auto it = entries_.find(run_id);
+  if (it == entries_.end() || it->second.journal.address() != journal) {
+    // Evicted (its bytes already left the count), or the id has another journal now.
+    return;
+  }
+  entries_.erase(it);
+  bytes_.fetch_sub(held, std::memory_order_relaxed);
+}
+
 void run_directory::remove(const std::string& run_id) {
   std::lock_guard lock(mutex_);
   entries_.erase(run_id);
 }
 
-std::vector<run_journal_actor> run_directory::retain(const std::string& run_id,
-                                                     std::size_t max_retained) {
-  std::lock_guard lock(mutex_);
-  finished_.push_back(run_id);
-  std::vector<run_journal_actor> evict;
-  while (finished_.size() > max_retained) {
+template <class Over>
+void run_directory::evict_locked(Over over, std::vector<run_journal_actor>& out) {
+  while (!finished_.empty() && over()) {
     auto oldest = std::move(finished_.front());
     finished_.pop_front();
-    if (auto it = entries_.find(oldest); it != entries_.end()) {
-      evict.push_back(it->second.journal);
+    if (auto it = entries_.find(oldest.run_id); it != entries_.end()) {
+      out.push_back(it->second.journal);
       entries_.erase(it);
+      bytes_.fetch_sub(oldest.bytes, std::memory_order_relaxed);
     }
   }
+}
+
+std::vector<run_journal_actor> run_directory::grow(std::size_t added) {
+  const auto total = bytes_.fetch_add(added, std::memory_order_relaxed) + added;
+  std::vector<run_journal_actor> evict;
+  if (total <= max_bytes_) {
+    return evict;
+  }
+  std::lock_guard lock(mutex_);
+  evict_locked([this] { return bytes() > max_bytes_; }, evict);
+  return evict;
+}
+
+std::vector<run_journal_actor> run_directory::retain(const std::string& run_id,
+                                                     std::size_t max_retained, std::size_t held) {
+  std::lock_guard lock(mutex_);
+  std::vector<run_journal_actor> evict;
+  if (entries_.find(run_id) == entries_.end()) {
+    return evict;
+  }
+  finished_.push_back({run_id, held});
+  evict_locked([&] { return finished_.size() > max_retained || bytes() > max_bytes_; }, evict);
   return evict;
 }
 

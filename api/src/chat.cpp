@@ -129,17 +129,6 @@ net::http_response no_chat() {
   return net::http_response::error(503, "unavailable", "the chat service is not running");
 }
 
-std::string native_sse(const actors::journal_entry& e) {
-  if (e.data.empty()) {
-    return {};
-  }
-  net::sse_event out;
-  out.event = e.event;
-  out.id = std::to_string(e.seq);
-  out.data = e.data;
-  return net::format_sse_event(out);
-}
-
 std::string run_outcome_json(const api_state& state, const std::string& conversation_id, bool demo,
                              const actors::run_result& r) {
   const auto expires =
@@ -405,7 +394,8 @@ asio::awaitable<http_response> chat_stream(state_ptr state, request_context& ctx
   auto stream = ctx.begin_sse({{"X-Troupe-Run-Id", started->run.run_id},
                                {"X-Troupe-Conversation-Id", started->run.conversation_id}});
   // A client that leaves /chat/stream cancels its run (a durable run is POST /runs).
-  state->chat->follow(started->run, 0, stream, native_sse, true);
+  // No translator: the journal's own SSE frames, encoded once for every follower.
+  state->chat->follow(started->run, 0, stream, {}, true);
   co_return http_response{};
 }
 

@@ -49,9 +49,6 @@ bool is_demo_agent(const api_state& state, const storage::agent_record& agent);
 std::string run_outcome_json(const api_state& state, const std::string& conversation_id, bool demo,
                              const actors::run_result& r);
 
-/// The native SSE form of a journal entry (`event`, `id` = its seq, `data`).
-std::string native_sse(const actors::journal_entry& e);
-
 /// 503: no chat service.
 net::http_response no_chat();
 

@@ -197,11 +197,11 @@ public:
         created_(unix_seconds_now()) {}
 
   std::string operator()(const actors::journal_entry& e) {
-    if (e.event == "message") {
-      return message(e.data);
+    if (e.event() == "message") {
+      return message(e.data());
     }
-    if (e.event == "done") {
-      return done(e.data);
+    if (e.event() == "done") {
+      return done(e.data());
     }
     return {};
   }
@@ -230,7 +230,7 @@ private:
     w.key("created").value(created_).key("model").value(model_);
   }
 
-  std::string message(const std::string& data) {
+  std::string message(std::string_view data) {
     simdjson::dom::element root;
     simdjson::padded_string padded(data);
     if (parser_.parse(padded).get(root) != simdjson::SUCCESS) {
@@ -258,7 +258,7 @@ private:
     return chunk(text);
   }
 
-  std::string done(const std::string& data) {
+  std::string done(std::string_view data) {
     simdjson::dom::element root;
     simdjson::padded_string padded(data);
     if (parser_.parse(padded).get(root) != simdjson::SUCCESS) {

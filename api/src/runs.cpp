@@ -1,5 +1,6 @@
 // The run routes of /api/v1: a run's status, its events (live from its journal, or
-// replayed from the database once the journal is gone), its steps and its cancellation.
+// replayed from the database, under the same ids, once the journal is gone), its steps
+// and its cancellation.
 
 #include <charconv>
 
@@ -7,7 +8,6 @@
 
 #include "chat.hpp"
 #include "json.hpp"
-#include "troupe/net/sse.hpp"
 #include "troupe/runtime/json_writer.hpp"
 #include "troupe/storage/repositories.hpp"
 
@@ -144,64 +144,6 @@ std::uint64_t after_seq(const net::http_request& request) {
   return ec == std::errc{} && ptr == end ? v : 0;
 }
 
-/// Replay of a run whose journal is gone (finished before the retention ran out, or
-/// before a restart): what SQLite keeps — the status, the steps, the final answer.
-std::string stored_replay(const state_ptr& state, const found_run& run, std::uint64_t after) {
-  std::vector<std::pair<std::string, std::string>> entries;
-  const auto& row = *run.row;
-  {
-    json_writer w;
-    w.begin_object().key("run_id").value(row.uuid).key("type").value("run.status");
-    w.key("status").value(storage::to_string(row.status)).end_object();
-    entries.emplace_back("run", std::move(w).str());
-  }
-  auto steps =
-      state->reads->with([&](storage::connection& c) { return storage::list_steps(c, row.id); });
-  if (steps) {
-    for (const auto& s : *steps) {
-      json_writer w;
-      w.begin_object().key("run_id").value(row.uuid).key("seq").value(s.seq);
-      w.key("kind").value(s.kind).key("name").value(s.name).key("status").value(s.status);
-      w.end_object();
-      entries.emplace_back(s.kind == "harness" ? "harness" : "step", std::move(w).str());
-    }
-  }
-  std::string content;
-  auto messages = state->reads->with(
-      [&](storage::connection& c) { return storage::list_messages(c, row.conversation_id); });
-  if (messages) {
-    for (const auto& m : *messages) {
-      if (m.run_id && *m.run_id == row.id && m.role == "assistant" && m.tool_calls_json.empty()) {
-        content = m.content;
-      }
-    }
-  }
-  {
-    json_writer w;
-    w.begin_object().key("run_id").value(row.uuid);
-    w.key("conversation_id").value(run.conversation_id);
-    w.key("status").value(storage::to_string(row.status)).key("content").value(content);
-    if (!row.error.empty()) {
-      w.key("error").value(row.error);
-    }
-    w.key("replayed_from").value("database").end_object();
-    entries.emplace_back("done", std::move(w).str());
-  }
-  entries.emplace_back("", "[DONE]");
-  std::string out;
-  for (std::size_t i = 0; i < entries.size(); ++i) {
-    if (i + 1 <= after) {
-      continue;
-    }
-    net::sse_event e;
-    e.event = entries[i].first;
-    e.id = std::to_string(i + 1);
-    e.data = entries[i].second;
-    net::append_sse_event(out, e);
-  }
-  return out;
-}
-
 asio::awaitable<http_response> run_events(state_ptr state, request_context& ctx,
                                           api_caller caller) {
   const std::string run_id(ctx.param("id"));
@@ -212,16 +154,19 @@ asio::awaitable<http_response> run_events(state_ptr state, request_context& ctx,
   const auto after = after_seq(ctx.request());
   auto stream = ctx.begin_sse({{"X-Troupe-Run-Id", run_id}});
   if (run->live) {
-    // A follower never cancels: the run is durable.
-    state->chat->follow(run->live->ticket, after, stream, native_sse, false);
+    // A follower never cancels: the run is durable. No translator: the journal's own SSE
+    // frames, encoded once for every follower.
+    state->chat->follow(run->live->ticket, after, stream, {}, false);
     co_return http_response{};
   }
-  if (!run->row) {
+  if (!run->row || !state->chat) {
     stream.finish();
     co_return http_response{};
   }
-  stream.try_write(stored_replay(state, *run, after));
-  stream.finish();
+  // The journal left memory (retention, the byte cap, a restart): a ticket without one
+  // replays what storage keeps, under the same ids.
+  state->chat->follow(actors::run_ticket{run_id, run->conversation_id, nullptr}, after, stream, {},
+                      false);
   co_return http_response{};
 }
 

@@ -358,6 +358,12 @@ const std::vector<setting_spec>& specs() {
         "api.run_retention_ms", "how long a finished run's events stay in memory for replay",
         [](settings& s) -> std::chrono::milliseconds& { return s.api.run_retention; }, 0,
         86'400'000));
+    t.push_back(integer_spec<std::size_t>(
+        "api.journal_max_bytes",
+        "bytes all runs' event journals may hold in memory; past it the oldest finished "
+        "journals leave memory (replay then comes from the database)",
+        [](settings& s) -> std::size_t& { return s.api.journal_max_bytes; }, std::size_t{0},
+        std::size_t{1} << 40));
     t.push_back(bool_spec("tools.allow_host",
                           "run code on the host without the sandbox (true | false; opt-in)",
                           [](settings& s) -> bool& { return s.tools.allow_host; }));

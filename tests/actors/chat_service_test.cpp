@@ -3,6 +3,7 @@
 // passivation, run artifacts stored as files, and cancellation by run id.
 
 #include <future>
+#include <mutex>
 #include <thread>
 
 #include <boost/asio/io_context.hpp>
@@ -299,4 +300,99 @@ TEST_CASE("runs accepted before a stop and not started are resumed once, their m
   CHECK(w.world.mock.stats().completion_requests == 1);
   // Nothing is queued any more: a second recovery resumes nothing.
   CHECK(run_until_done(io, w.chat->resume_queued_runs()) == 0);
+}
+
+namespace {
+
+/// What a follower of a journal received.
+struct followed_entries {
+  std::mutex mutex;
+  std::vector<actors::journal_entry> entries;
+  std::promise<void> ended;
+};
+
+actors::journal_sink_actor::behavior_type entry_collector(std::shared_ptr<followed_entries> into) {
+  return {[into](actors::entry_atom, const actors::journal_entry& e) {
+    std::lock_guard lock(into->mutex);
+    into->entries.push_back(e);
+    if (e.last) {
+      into->ended.set_value();
+    }
+  }};
+}
+
+/// The run's stored entries, once they end with `[DONE]` (the final group is stored after
+/// the answer), or what is there at the deadline.
+std::vector<storage::run_event_record> stored_events(chat_world& w, const std::string& run_id) {
+  std::vector<storage::run_event_record> events;
+  wait_until(
+      [&] {
+        auto row = storage::find_run_by_uuid(w.db.db, run_id);
+        if (!row) {
+          return false;
+        }
+        events = must(storage::list_run_events(w.db.db, row->id));
+        return !events.empty() && events.back().data == "[DONE]";
+      },
+      10s);
+  return events;
+}
+
+} // namespace
+
+TEST_CASE("every journal entry of a run is stored under the id it had live",
+          "[actors][chat_service][journal]") {
+  chat_world w(R"([{"match":{"call":1},"reply":{"tool_calls":[{"name":"ls","arguments":{}}]}},
+                  {"match":{"call":2},"reply":{"text":"one two three"}}])");
+  auto run = w.submit("list the files");
+  auto into = std::make_shared<followed_entries>();
+  auto ended = into->ended.get_future();
+  auto sink = w.world.system().spawn(entry_collector, into);
+  caf::anon_send(run.journal, actors::follow_atom::value, actors::journal_sink_actor{sink},
+                 std::uint64_t{0});
+  CHECK(w.wait(run.journal).status == storage::run_status::succeeded);
+  REQUIRE(ended.wait_for(10s) == std::future_status::ready);
+  const auto stored = stored_events(w, run.run_id);
+  std::lock_guard lock(into->mutex);
+  const auto& live = into->entries;
+  REQUIRE(live.size() > 4);
+  REQUIRE(stored.size() == live.size());
+  for (std::size_t i = 0; i < live.size(); ++i) {
+    INFO("entry " << i);
+    CHECK(stored[i].seq == static_cast<std::int64_t>(live[i].seq));
+    CHECK(stored[i].event == live[i].event());
+    CHECK(stored[i].data == live[i].data());
+  }
+  CHECK(stored.back().data == "[DONE]");
+  CHECK(stored[stored.size() - 2].event == "done");
+  // Rebuilt from storage, the journal is the same, its done entry marked as replayed.
+  auto replay = w.chat->stored_entries(run.run_id, 2);
+  REQUIRE(replay);
+  REQUIRE(replay->size() == live.size() - 2);
+  CHECK(replay->front().seq == 3);
+  CHECK(replay->back().last);
+  CHECK_THAT(std::string(replay->at(replay->size() - 2).data()),
+             Catch::Contains(R"("replayed_from":"database")"));
+}
+
+TEST_CASE("a finished journal leaves memory only once its entries are durable",
+          "[actors][chat_service][journal]") {
+  // No retention at all, and every commit waits 300 ms for company.
+  actors::store_writer_options slow_commit;
+  slow_commit.group_commit = 300ms;
+  chat_world w("[]", 10min, 0ms, 100, slow_commit);
+  auto run = w.submit("hello");
+  CHECK(w.wait(run.journal).status == storage::run_status::succeeded);
+  // The answer did not wait for the events' commit, and the journal waits for it.
+  CHECK(w.chat->find_run(run.run_id));
+  REQUIRE(wait_until([&] { return !w.chat->find_run(run.run_id); }, 10s));
+  // Gone from memory: everything is in storage, to the end.
+  auto replay = w.chat->stored_entries(run.run_id, 0);
+  REQUIRE(replay);
+  REQUIRE(replay->size() > 2);
+  CHECK(replay->back().data() == "[DONE]");
+  CHECK(replay->at(replay->size() - 2).event() == "done");
+  for (std::size_t i = 0; i < replay->size(); ++i) {
+    CHECK(replay->at(i).seq == i + 1);
+  }
 }

@@ -648,3 +648,138 @@ TEST_CASE("a data task end to end: CSV in, totals CSV and PNG chart out and down
   CHECK(body_of(chart).starts_with("\x89PNG\r\n\x1a\n"));
   CHECK_THAT(header_value(chart, "Content-Disposition"), Catch::Contains("totals.png"));
 }
+
+namespace {
+
+// Streams "make a file" through /chat/stream (the live journal from its first entry);
+// the live trace and the run's id.
+std::pair<sse_trace, std::string> stream_a_run(api_server& s) {
+  raw_client c(s.port());
+  c.send(sse_request("POST", "/api/v1/chat/stream", s.admin(),
+                     R"({"agent":"worker","message":"make a file"})"));
+  const auto text = c.read_until("data: [DONE]", 20s);
+  return {parse_sse(text), header_value(text, "X-Troupe-Run-Id")};
+}
+
+sse_trace replay_events(api_server& s, const std::string& run, std::string extra = {}) {
+  raw_client c(s.port());
+  c.send(sse_request("GET", "/api/v1/runs/" + run + "/events", s.admin(), {}, std::move(extra)));
+  return parse_sse(c.read_until_closed(10s));
+}
+
+// True once the run's journal has left memory: its status no longer has a live view.
+bool journal_gone(api_server& s, const std::string& run) {
+  const auto status = s.call("GET", "/api/v1/runs/" + run, s.admin());
+  return status_of(status) == 200 && json_field(body_of(status), "status") == "succeeded" &&
+         body_of(status).find("last_event_id") == std::string::npos;
+}
+
+// The replay is the live stream: the same ids, events and data, in order; only `done`
+// says it comes from the database. Entries after `after` only.
+void check_same_events(const sse_trace& live, const sse_trace& replay, std::uint64_t after = 0) {
+  REQUIRE(live.ids.size() > after + 2);
+  REQUIRE(replay.ids.size() == live.ids.size() - after);
+  for (std::size_t i = 0; i < replay.ids.size(); ++i) {
+    const auto& want = live.data[i + after];
+    INFO("entry " << i << ": " << replay.data[i]);
+    CHECK(replay.ids[i] == live.ids[i + after]);
+    CHECK(replay.events[i] == live.events[i + after]);
+    if (replay.events[i] == "done") {
+      CHECK_THAT(replay.data[i], Catch::Contains(R"("replayed_from":"database")") &&
+                                     Catch::StartsWith(want.substr(0, want.size() - 1)));
+    } else {
+      CHECK(replay.data[i] == want);
+    }
+  }
+  CHECK(replay.events[replay.events.size() - 2] == "done");
+  CHECK(replay.data.back() == "[DONE]");
+}
+
+} // namespace
+
+TEST_CASE("a run replayed after its journal's retention has the same ids and ends with done and "
+          "[DONE]",
+          "[integration][chat][replay]") {
+  mock_llm_fixture mock(scripted_mock());
+  api_server s("run_retention_ms = 0\n", catalog(mock));
+  REQUIRE(s.port() != 0);
+  const auto [live, run] = stream_a_run(s);
+  REQUIRE_FALSE(run.empty());
+  REQUIRE(live.data.back() == "[DONE]");
+  REQUIRE(wait_until([&] { return journal_gone(s, run); }, 10s));
+  check_same_events(live, replay_events(s, run));
+}
+
+TEST_CASE("a run whose journal the byte cap evicted replays from storage and resumes after "
+          "Last-Event-ID without repeating an id",
+          "[integration][chat][replay]") {
+  mock_llm_fixture mock(scripted_mock());
+  // Every finished journal is over the cap at once; the retention alone would keep it.
+  api_server s("journal_max_bytes = 1\n", catalog(mock));
+  REQUIRE(s.port() != 0);
+  const auto [live, run] = stream_a_run(s);
+  REQUIRE_FALSE(run.empty());
+  REQUIRE(wait_until([&] { return journal_gone(s, run); }, 10s));
+  check_same_events(live, replay_events(s, run));
+  // Resumed from the middle: the rest, each id once, to the end.
+  const std::uint64_t middle = live.ids.size() / 2;
+  const auto rest = replay_events(s, run, "Last-Event-ID: " + std::to_string(middle) + "\r\n");
+  check_same_events(live, rest, middle);
+  // Resumed at the last id: nothing more, and the stream ends.
+  const auto none =
+      replay_events(s, run, "Last-Event-ID: " + std::to_string(live.ids.back()) + "\r\n");
+  CHECK(none.ids.empty());
+}
+
+TEST_CASE("a run replayed after the node restarted on the same data directory has the same ids",
+          "[integration][chat][replay]") {
+  mock_llm_fixture mock(scripted_mock());
+  api_server s(fast_retention, catalog(mock));
+  REQUIRE(s.port() != 0);
+  const auto [live, run] = stream_a_run(s);
+  REQUIRE_FALSE(run.empty());
+  s.restart();
+  REQUIRE(s.port() != 0);
+  check_same_events(live, replay_events(s, run));
+  check_same_events(live, replay_events(s, run, "Last-Event-ID: 3\r\n"), 3);
+}
+
+TEST_CASE("a run cut off by a crash replays to an end that says it was interrupted, never "
+          "repeating an id the client saw",
+          "[integration][chat][replay]") {
+  mock_llm_fixture mock(scripted_mock());
+  api_server s(fast_retention, catalog(mock));
+  REQUIRE(s.port() != 0);
+  const auto created =
+      s.call("POST", "/api/v1/runs", s.admin(), R"({"agent":"worker","message":"slow please"})");
+  REQUIRE(status_of(created) == 202);
+  const auto run = json_field(body_of(created), "run_id");
+  sse_trace seen;
+  {
+    raw_client c(s.port());
+    c.send(sse_request("GET", "/api/v1/runs/" + run + "/events", s.admin(), {}));
+    seen = parse_sse(c.read_until("w5", 10s));
+  }
+  REQUIRE(seen.ids.size() >= 5);
+  REQUIRE(seen.data.back() != "[DONE]");
+  // The process dies mid-run; the next start marks the run interrupted.
+  s.restart(SIGKILL);
+  REQUIRE(s.port() != 0);
+  const auto last_seen = seen.ids.back();
+  const auto rest = replay_events(s, run, "Last-Event-ID: " + std::to_string(last_seen) + "\r\n");
+  REQUIRE(rest.ids.size() >= 2);
+  for (std::size_t i = 0; i < rest.ids.size(); ++i) {
+    CHECK(rest.ids[i] > last_seen);
+    if (i > 0) {
+      CHECK(rest.ids[i] > rest.ids[i - 1]);
+    }
+  }
+  CHECK(rest.events[rest.events.size() - 2] == "done");
+  CHECK_THAT(rest.data[rest.data.size() - 2], Catch::Contains(R"("status":"interrupted")"));
+  CHECK(rest.data.back() == "[DONE]");
+  // From the start, too, the replay reaches the end.
+  const auto all = replay_events(s, run);
+  REQUIRE(all.ids.size() >= 2);
+  CHECK(all.events[all.events.size() - 2] == "done");
+  CHECK(all.data.back() == "[DONE]");
+}

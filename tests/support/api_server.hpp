@@ -45,9 +45,7 @@ public:
                           << "\"\n"
                           << more_toml << "\n"
                           << (api_toml.empty() ? "" : "[api]\n" + api_toml);
-    process_ = std::make_unique<troupe_process>(
-        std::vector<std::string>{"serve", "--config", config.string()});
-    port_ = process_->wait_for_port().value_or(0);
+    start();
     admin_ = read_file(data_dir() / "admin.token");
     while (!admin_.empty() && admin_.back() == '\n') {
       admin_.pop_back();
@@ -62,6 +60,17 @@ public:
       CHECK_THAT(process_->output(),
                  !Catch::Contains("Sanitizer") && !Catch::Contains("runtime error"));
     }
+  }
+
+  /// Stops the server with `signo` (SIGTERM: a clean stop, checked; SIGKILL: a crash)
+  /// and starts a new one on the same config and data directory (a new port).
+  void restart(int signo = SIGTERM) {
+    process_->signal(signo);
+    const auto code = process_->wait_exit();
+    if (signo == SIGTERM) {
+      CHECK(code == 0);
+    }
+    start();
   }
 
   std::filesystem::path data_dir() const {
@@ -106,6 +115,12 @@ public:
   }
 
 private:
+  void start() {
+    process_ = std::make_unique<troupe_process>(
+        std::vector<std::string>{"serve", "--config", (dir_.path() / "troupe.toml").string()});
+    port_ = process_->wait_for_port().value_or(0);
+  }
+
   temp_dir dir_;
   std::unique_ptr<troupe_process> process_;
   std::uint16_t port_ = 0;

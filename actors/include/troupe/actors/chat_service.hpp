@@ -47,6 +47,9 @@ struct chat_service_options {
   std::chrono::milliseconds retention{std::chrono::minutes(15)};
   /// Finished runs kept for replay at most, whatever the retention (oldest go first).
   std::size_t max_retained_runs = 10'000;
+  /// Bytes all journals' entries may hold (`api.journal_max_bytes`); past it the oldest
+  /// finished journals leave memory (their replay then comes from storage).
+  std::size_t journal_max_bytes = run_directory::default_max_bytes;
   std::size_t registry_shards = 8;
 };
 
@@ -81,6 +84,16 @@ public:
 
   /// The journal of a run started since this node began (or retained), with its owner.
   std::optional<run_directory::entry> find_run(const std::string& run_id) const;
+
+  /// A run's entries after `after_seq` from storage (stored_journal.hpp), read on the
+  /// calling thread through the read pool.
+  expected<std::vector<journal_entry>> stored_entries(const std::string& run_id,
+                                                      std::uint64_t after_seq) const;
+
+  /// The directory of live journals (its byte count and cap).
+  const run_directory& directory() const noexcept {
+    return *directory_;
+  }
 
   /// Cancels a run (active or queued). False when its conversation does not have it.
   boost::asio::awaitable<expected<bool>> cancel(const std::string& conversation_id,

@@ -122,8 +122,12 @@ struct api_settings {
   /// Serve /metrics without a token (for scrapers on a trusted network).
   bool open_metrics = false;
   /// How long a finished run's event log stays in memory for replay (`/runs/{id}/events`);
-  /// later, replay serves what SQLite keeps (status, steps, final answer).
+  /// later, replay serves the events stored in SQLite, under the same ids.
   std::chrono::milliseconds run_retention{900'000};
+  /// Bytes all runs' journals may hold in memory together; past it the oldest finished
+  /// journals leave memory first (their events are stored, so replay goes on from the
+  /// database). Running journals are never dropped.
+  std::size_t journal_max_bytes = std::size_t{64} << 20;
 };
 
 /// `[secrets]`: what may hold a provider's key. Read from the config file only: no flag,

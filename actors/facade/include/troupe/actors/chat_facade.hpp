@@ -55,7 +55,9 @@ struct found_live_run {
   storage::row_id owner_user = 0;
 };
 
-/// Turns one journal entry into the bytes a client gets (empty: nothing to send).
+/// Turns one journal entry into the bytes a client gets (empty: nothing to send). An
+/// empty translator sends the entry's own SSE frame (`event`, `id` = its seq, `data`),
+/// encoded once by the journal and shared by every follower.
 using entry_translator = std::function<std::string(const journal_entry&)>;
 
 class chat_facade {
@@ -77,7 +79,9 @@ public:
   /// Writes what `translate` makes of every entry after `after_seq`, and then of every
   /// new one, to `stream`; ends the stream with the journal's last entry. Returns at once
   /// (the following happens in an actor). When `cancel_on_leave` and the client leaves
-  /// before the end, the run is cancelled.
+  /// before the end, the run is cancelled. A ticket without a handle (the run's journal
+  /// is no longer in memory), or a journal that leaves memory before its end reached the
+  /// stream, is replayed from storage under the same ids, after the last one written.
   virtual void follow(run_ticket run, std::uint64_t after_seq, net::response_stream stream,
                       entry_translator translate, bool cancel_on_leave) = 0;
 
