@@ -287,24 +287,33 @@ run_journal_actor::behavior_type journal_behavior(journal_self self, journal_opt
 journal_entry make_journal_entry(std::uint64_t seq, std::string_view event, std::string_view data,
                                  bool last) {
   auto bytes = std::make_shared<journal_bytes>();
-  net::sse_event e;
-  e.event = std::string(event);
-  e.id = std::to_string(seq);
-  e.data = std::string(data);
-  bytes->sse.reserve(data.size() + event.size() + 32);
-  net::append_sse_event(bytes->sse, e);
-  const std::string_view frame = bytes->sse;
-  if (!event.empty()) {
-    // "event: NAME\n" opens the frame.
-    bytes->event = frame.substr(7, event.size());
-  }
-  const bool one_line = data.find_first_of("\r\n") == std::string_view::npos;
-  const auto at = frame.find("\ndata: ");
-  if (one_line && at != std::string_view::npos && frame.substr(at + 7, data.size()) == data) {
-    bytes->data = frame.substr(at + 7, data.size());
+  auto& sse = bytes->sse;
+  const bool one_line = data.find_first_of("\r\n") == std::string_view::npos &&
+                        event.find_first_of("\r\n") == std::string_view::npos;
+  if (one_line) {
+    // The frame net's encoder writes, built in place: event, id, one data line.
+    const auto id = std::to_string(seq);
+    sse.reserve(event.size() + id.size() + data.size() + 24);
+    if (!event.empty()) {
+      sse.append("event: ").append(event).push_back('\n');
+    }
+    sse.append("id: ").append(id).append("\ndata: ");
+    const auto data_at = sse.size();
+    sse.append(data).append("\n\n");
+    const std::string_view frame = sse;
+    bytes->event = event.empty() ? std::string_view{} : frame.substr(7, event.size());
+    bytes->data = frame.substr(data_at, data.size());
   } else {
+    net::sse_event e;
+    e.event = std::string(event);
+    e.id = std::to_string(seq);
+    e.data = std::string(data);
+    net::append_sse_event(sse, e);
     bytes->spilled_data = std::string(data);
     bytes->data = bytes->spilled_data;
+    if (!event.empty()) {
+      bytes->event = std::string_view(sse).substr(7, event.size());
+    }
   }
   journal_entry out;
   out.seq = seq;
