@@ -1,6 +1,7 @@
 // `troupe bench`: run a load scenario against loopback targets and report it (table on
 // stdout, JSON and a PNG chart with --out), or compare two reports.
 
+#include <algorithm>
 #include <cstdio>
 #include <fstream>
 #include <memory>
@@ -13,6 +14,7 @@
 #include "commands.hpp"
 #include "troupe/bench/report.hpp"
 #include "troupe/bench/scenarios.hpp"
+#include "troupe/bench/sweep.hpp"
 
 namespace troupe::app {
 
@@ -25,6 +27,7 @@ struct bench_cli {
   double p99_bound_ms = 1;
   std::string out;
   std::vector<std::string> compare;
+  std::vector<std::string> sweep;
   bool quiet = false;
   bool no_chart = false;
 };
@@ -39,7 +42,58 @@ std::vector<std::string> own_command_line() {
   return args;
 }
 
+// `--sweep`: the scenario once per value (or point of the cartesian product), a table, the
+// best point and one JSON with every point.
+int run_bench_sweep(const bench_cli& cli) {
+  std::vector<bench::sweep_axis> axes;
+  for (const auto& text : cli.sweep) {
+    auto axis = bench::parse_sweep(text);
+    if (!axis) {
+      fmt::print(stderr, "troupe bench: {}\n", axis.error().message);
+      return 2;
+    }
+    axes.push_back(std::move(*axis));
+  }
+  if (!cli.compare.empty()) {
+    fmt::print(stderr, "troupe bench: --sweep and --compare do not go together\n");
+    return 2;
+  }
+  const bool progress = !cli.quiet;
+  auto result = bench::run_sweep(cli.options, axes, [progress](const auto& point, auto i, auto n) {
+    if (progress) {
+      fmt::print(stderr, "[sweep] point {}/{} ({}): {}\n", i + 1, n, point.describe(),
+                 point.report ? "done" : "failed: " + point.error);
+    }
+  });
+  if (!result) {
+    fmt::print(stderr, "troupe bench: {}\n", result.error().message);
+    return 2;
+  }
+  fmt::print("{}", bench::format_sweep_table(*result));
+  if (!cli.out.empty()) {
+    std::ofstream file(cli.out, std::ios::binary | std::ios::trunc);
+    file << bench::sweep_to_json(*result);
+    if (!file) {
+      fmt::print(stderr, "troupe bench: cannot write {}\n", cli.out);
+      return 1;
+    }
+    fmt::print("report: {}\n", cli.out);
+  }
+  std::fflush(stdout);
+  const bool all_ran = std::all_of(result->points.begin(), result->points.end(),
+                                   [](const auto& p) { return p.report.has_value(); });
+  return all_ran ? 0 : 3;
+}
+
 int run_bench(bench_cli cli) {
+  auto& o = cli.options;
+  o.duration = std::chrono::milliseconds(static_cast<long>(cli.duration_s * 1000));
+  o.timeout = std::chrono::milliseconds(cli.timeout_ms);
+  o.p99_bound = std::chrono::microseconds(static_cast<long>(cli.p99_bound_ms * 1000));
+  o.progress = !cli.quiet;
+  if (!cli.sweep.empty()) {
+    return run_bench_sweep(cli);
+  }
   if (!cli.compare.empty()) {
     auto text = bench::compare_reports(cli.compare[0], cli.compare[1]);
     if (!text) {
@@ -49,11 +103,6 @@ int run_bench(bench_cli cli) {
     fmt::print("{}", *text);
     return 0;
   }
-  auto& o = cli.options;
-  o.duration = std::chrono::milliseconds(static_cast<long>(cli.duration_s * 1000));
-  o.timeout = std::chrono::milliseconds(cli.timeout_ms);
-  o.p99_bound = std::chrono::microseconds(static_cast<long>(cli.p99_bound_ms * 1000));
-  o.progress = !cli.quiet;
   auto report = bench::run_scenario(o);
   if (!report) {
     fmt::print(stderr, "troupe bench: {}\n", report.error().message);
@@ -114,6 +163,11 @@ void add_bench_command(CLI::App& cli, command_action& action) {
   cmd->add_option("--troupe-set", opts->options.troupe_settings,
                   "KEY=VALUE setting for the troupe started here (dotted key, TOML value), "
                   "e.g. server.io_threads=2; repeatable");
+  cmd->add_option("--sweep", opts->sweep,
+                  "KEY=V1,V2,...: run the scenario once per value of a troupe setting (TOML "
+                  "values as for --troupe-set; a plain word for a string key), each against a "
+                  "fresh troupe, and print a table and the best value; several --sweep run "
+                  "their cartesian product (docs/tuning.md)");
   cmd->add_flag("--keep-troupe-dir", opts->options.keep_troupe_dir,
                 "keep the started troupe's temporary directory (config, data, log)");
   cmd->add_option("--runs", opts->options.runs,

@@ -148,7 +148,7 @@ json::object machine_info() {
   return m;
 }
 
-std::string to_json(const bench_report& report) {
+json::object to_json_object(const bench_report& report) {
   json::object root;
   root["tool"] = "troupe bench";
   root["scenario"] = report.scenario;
@@ -180,10 +180,18 @@ std::string to_json(const bench_report& report) {
     notes.push_back(json::string(n));
   }
   root["notes"] = std::move(notes);
+  return root;
+}
+
+std::string to_pretty_json(const json::value& value) {
   std::string out;
-  pretty(out, root, 0);
+  pretty(out, value, 0);
   out += "\n";
   return out;
+}
+
+std::string to_json(const bench_report& report) {
+  return to_pretty_json(to_json_object(report));
 }
 
 std::string format_table(const bench_report& report) {

@@ -13,6 +13,7 @@
 
 #include <boost/json/array.hpp>
 #include <boost/json/object.hpp>
+#include <boost/json/value.hpp>
 
 #include "troupe/bench/latency_histogram.hpp"
 #include "troupe/runtime/error.hpp"
@@ -53,6 +54,12 @@ boost::json::object machine_info();
 
 /// Percentile curve of a histogram in microseconds (a fixed set of percentiles).
 boost::json::array percentile_curve(const latency_histogram& h);
+
+/// The report as a JSON object (what `to_json` prints).
+boost::json::object to_json_object(const bench_report& report);
+
+/// Any JSON value as indented text with a final newline (numbers in their shortest form).
+std::string to_pretty_json(const boost::json::value& value);
 
 /// The report as pretty JSON text.
 std::string to_json(const bench_report& report);
