@@ -443,9 +443,9 @@ void choose_best(sweep_result& result) {
     const double second = ranked[1].first;
     const double margin = second != 0 ? std::abs(best - second) / std::abs(second) * 100 : 0;
     result.notes.push_back(fmt::format(
-        "best {} is {:.1f}% {} than the next ({}: {}); one run per point, so a margin "
-        "within the run-to-run noise of the machine (a few % on a quiet machine, more on a "
-        "shared one) is no finding",
+        "best {} is {:.1f}% {} than the next point without errors ({}: {}); one run per "
+        "point, so a margin within the run-to-run noise of the machine (a few % on a quiet "
+        "machine, more on a shared one) is no finding",
         main.name, margin, main.higher_is_better ? "higher" : "lower",
         result.points[ranked[1].second].describe(), format_figure(second)));
   }
