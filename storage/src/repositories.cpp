@@ -118,10 +118,10 @@ agent_record read_agent(const statement& s) {
 }
 
 constexpr std::string_view conversation_columns =
-    "id, uuid, owner_user_id, agent_id, title, archived, created_at, updated_at";
+    "id, uuid, owner_user_id, agent_id, title, archived, created_at, updated_at, ephemeral";
 conversation_record read_conversation(const statement& s) {
-  return {s.int64(0), s.text(1),       s.int64(2), s.int64(3),
-          s.text(4),  s.int64(5) != 0, s.int64(6), s.int64(7)};
+  return {s.int64(0),      s.text(1),  s.int64(2), s.int64(3),     s.text(4),
+          s.int64(5) != 0, s.int64(6), s.int64(7), s.int64(8) != 0};
 }
 
 constexpr std::string_view message_columns =
@@ -365,9 +365,9 @@ expected<row_id> insert_conversation(connection& c, conversation_record r) {
   const auto t = stamp(r.created_at);
   return insert_row(c,
                     "INSERT INTO conversations (uuid, owner_user_id, agent_id, title, archived, "
-                    "created_at, updated_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+                    "created_at, updated_at, ephemeral) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                     r.uuid, r.owner_user_id, r.agent_id, r.title, r.archived, t,
-                    r.updated_at != 0 ? r.updated_at : t);
+                    r.updated_at != 0 ? r.updated_at : t, r.ephemeral);
 }
 
 expected<conversation_record> find_conversation(connection& c, row_id id) {
@@ -1065,7 +1065,51 @@ expected<bool> has_active_run(connection& c, row_id conversation_id) {
 }
 
 expected<void> delete_conversation(connection& c, row_id id) {
+  // Its files go with it (their bytes are removed by the caller, after the commit): the
+  // rows would otherwise outlive it with a NULL conversation, pointing at deleted bytes.
+  if (auto files = c.run("DELETE FROM files WHERE conversation_id = ?", id); !files) {
+    return tl::unexpected(files.error());
+  }
   return change_one(c, "conversation", id, "DELETE FROM conversations WHERE id = ?", id);
+}
+
+expected<std::vector<std::string>> conversation_file_paths(connection& c, row_id conversation_id) {
+  return query_all<std::string>(
+      c, "SELECT storage_path FROM files WHERE conversation_id = ? ORDER BY id",
+      [](const statement& st) { return st.text(0); }, conversation_id);
+}
+
+namespace {
+
+// Ephemeral, idle since before ?, no run queued or running.
+constexpr std::string_view expired_ephemeral_condition =
+    "ephemeral = 1 AND updated_at < ? AND NOT EXISTS (SELECT 1 FROM runs WHERE "
+    "runs.conversation_id = conversations.id AND runs.status IN ('queued', 'running'))";
+
+} // namespace
+
+expected<std::vector<conversation_record>>
+expired_ephemeral_conversations(connection& c, std::int64_t idle_since, std::int64_t limit) {
+  static const auto sql =
+      select(conversation_columns, "conversations",
+             fmt::format("WHERE {} ORDER BY updated_at, id LIMIT ?", expired_ephemeral_condition));
+  return query_all<conversation_record>(c, sql, read_conversation, idle_since, limit);
+}
+
+expected<bool> delete_expired_ephemeral(connection& c, row_id id, std::int64_t idle_since) {
+  static const auto sql = fmt::format("SELECT COUNT(*) FROM conversations WHERE id = ? AND {}",
+                                      expired_ephemeral_condition);
+  auto still = c.query_int(sql, id, idle_since);
+  if (!still) {
+    return tl::unexpected(still.error());
+  }
+  if (*still == 0) {
+    return false;
+  }
+  if (auto deleted = delete_conversation(c, id); !deleted) {
+    return tl::unexpected(deleted.error());
+  }
+  return true;
 }
 
 expected<file_record> find_file_by_uuid(connection& c, std::string_view uuid) {

@@ -321,6 +321,13 @@ CREATE TABLE run_events (
 ) WITHOUT ROWID;
 )sql";
 
+// Version 5: conversations created by the OpenAI-compatible route for one request are
+// ephemeral (deleted once idle for api.ephemeral_retention_ms); the index finds them by age.
+constexpr std::string_view schema_v5 = R"sql(
+ALTER TABLE conversations ADD COLUMN ephemeral INTEGER NOT NULL DEFAULT 0;
+CREATE INDEX conversations_ephemeral ON conversations(updated_at) WHERE ephemeral = 1;
+)sql";
+
 struct migration {
   int version;
   std::string_view description;
@@ -340,6 +347,7 @@ const std::vector<migration>& migrations() {
        }},
       {3, "token scopes and provider keys", [](connection& c) { return c.exec(schema_v3); }},
       {4, "run journal events", [](connection& c) { return c.exec(schema_v4); }},
+      {5, "ephemeral conversations", [](connection& c) { return c.exec(schema_v5); }},
   };
   return list;
 }

@@ -98,6 +98,9 @@ struct conversation_record {
   bool archived = false;
   std::int64_t created_at = 0;
   std::int64_t updated_at = 0;
+  /// Created by the OpenAI-compatible route for one request: deleted, with its workspace
+  /// and files, once it has been idle for `api.ephemeral_retention_ms`.
+  bool ephemeral = false;
 };
 
 /// One message of a conversation.

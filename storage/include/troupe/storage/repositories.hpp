@@ -215,8 +215,20 @@ expected<page_total> count_messages(connection& c, row_id conversation_id);
 expected<row_id> final_answer_id(connection& c, row_id run_id);
 /// Whether a run of the conversation is queued or running.
 expected<bool> has_active_run(connection& c, row_id conversation_id);
-/// Deletes a conversation with its messages and runs (by cascade).
+/// Deletes a conversation with its messages and runs (by cascade) and its files' rows
+/// (their bytes and the workspace are the caller's to remove: `conversation_file_paths`
+/// first, then `remove_conversation_bytes` after the commit).
 expected<void> delete_conversation(connection& c, row_id id);
+/// The `storage_path`s (relative to the data directory) of a conversation's files.
+expected<std::vector<std::string>> conversation_file_paths(connection& c, row_id conversation_id);
+/// Ephemeral conversations last updated before `idle_since` (ms since the epoch) with no
+/// queued or running run, least recently updated first, at most `limit`.
+expected<std::vector<conversation_record>>
+expired_ephemeral_conversations(connection& c, std::int64_t idle_since, std::int64_t limit);
+/// Deletes conversation `id` as `delete_conversation` does, but only while it is still an
+/// expired ephemeral conversation (a message or run may have come since it was listed);
+/// false when it is not (then nothing changed). One transaction with the caller's write.
+expected<bool> delete_expired_ephemeral(connection& c, row_id id, std::int64_t idle_since);
 /// A file by uuid whoever owns it (for signed links, which carry no token).
 expected<file_record> find_file_by_uuid(connection& c, std::string_view uuid);
 
