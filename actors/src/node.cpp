@@ -28,6 +28,7 @@
 #include "troupe/storage/database.hpp"
 #include "troupe/storage/repositories.hpp"
 #include "troupe/storage/secret_box.hpp"
+#include "troupe/tools/blocking_pool.hpp"
 #include "troupe/tools/builtin_tools.hpp"
 #include "troupe/tools/control_tools.hpp"
 #include "troupe/tools/tool_resolver.hpp"
@@ -65,6 +66,23 @@ template <class F> void run_there(const asio::io_context::executor_type& executo
     done.set_value();
   });
   finished.wait();
+}
+
+// The node's `run_blocking`: `job` on the blocking pool. A coroutine function with its
+// arguments by value (a capturing coroutine lambda would dangle at its first suspension).
+asio::awaitable<expected<void>> run_on_pool(std::shared_ptr<tools::blocking_pool> pool,
+                                            std::function<expected<void>()> job) {
+  // Removing a large workspace takes a while; the job goes on to the end regardless.
+  constexpr auto deadline = std::chrono::minutes(5);
+  // The job named and the awaitable awaited as a named value: GCC 12 destroys some
+  // temporaries of a co_await full-expression twice (here it freed the job's captures twice).
+  auto on_pool = [job = std::move(job)](const tools::job_control&) { return job(); };
+  auto running = pool->run(std::move(on_pool), deadline);
+  auto ran = co_await std::move(running);
+  if (!ran) {
+    co_return tl::unexpected(ran.error());
+  }
+  co_return std::move(*ran);
 }
 
 } // namespace
@@ -499,6 +517,10 @@ expected<endpoint> node::start() {
     services.config = &d.config;
     services.metrics = &d.metrics;
     services.demo = d.demo;
+    services.background = d.aux_io().get_executor();
+    services.run_blocking = [blocking = d.blocking](std::function<expected<void>()> job) {
+      return run_on_pool(blocking, std::move(job));
+    };
     if (auto added = d.frontend.add_routes(routes, services); !added) {
       return tl::unexpected(added.error());
     }

@@ -66,8 +66,9 @@ expected<storage::agent_record> chat_agent(const api_state& state, const api_cal
 
 asio::awaitable<expected<storage::conversation_record>>
 new_conversation(state_ptr state, api_caller caller, storage::agent_record agent,
-                 std::string first_message, std::vector<chat_message> history) {
+                 std::string first_message, std::vector<chat_message> history, bool ephemeral) {
   storage::conversation_record c;
+  c.ephemeral = ephemeral;
   c.uuid = new_uuid();
   c.owner_user_id = caller.user_id;
   c.agent_id = agent.id;

@@ -26,10 +26,12 @@ expected<storage::agent_record> chat_agent(const api_state& state, const api_cal
                                            std::optional<net::http_response>& answer);
 
 /// Creates a conversation of `caller` with `agent`, titled after `first_message`, with
-/// `history` (user and assistant messages, oldest first) stored as its first messages.
+/// `history` (user and assistant messages, oldest first) stored as its first messages;
+/// `ephemeral`: deleted once idle for `api.ephemeral_retention_ms` (lifecycle.hpp).
 boost::asio::awaitable<expected<storage::conversation_record>>
 new_conversation(state_ptr state, api_caller caller, storage::agent_record agent,
-                 std::string first_message, std::vector<chat_message> history);
+                 std::string first_message, std::vector<chat_message> history,
+                 bool ephemeral = false);
 
 /// The largest user message a chat route takes.
 inline constexpr std::size_t max_message_bytes = 256 * 1024;

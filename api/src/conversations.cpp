@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include "json.hpp"
+#include "lifecycle.hpp"
 #include "state.hpp"
 #include "troupe/runtime/json_writer.hpp"
 #include "troupe/storage/repositories.hpp"
@@ -167,9 +168,9 @@ asio::awaitable<http_response> delete_conversation(state_ptr state, request_cont
     co_return http_response::error(409, "conflict",
                                    "a run of this conversation is active; cancel it first");
   }
-  auto pending = store(state, "delete conversation",
-                       [i = conv->id](auto& c) { return storage::delete_conversation(c, i); });
-  auto done = co_await std::move(pending);
+  // The rows, then the workspace and the files' bytes.
+  auto discarding = discard_conversation(state, *conv);
+  auto done = co_await std::move(discarding);
   if (!done) {
     co_return error_response(done.error());
   }

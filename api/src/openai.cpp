@@ -1,7 +1,11 @@
 // The OpenAI-compatible endpoint: `GET /v1/models` lists the agents a token may use and
 // `POST /v1/chat/completions` runs one (model = agent name), its tools server-side,
 // streamed or whole. Each request is a new conversation whose history is the request's
-// earlier messages, as OpenAI clients resend the whole conversation every time.
+// earlier messages, as OpenAI clients resend the whole conversation every time; such a
+// conversation is ephemeral (deleted once idle for api.ephemeral_retention_ms, lifecycle.hpp).
+// A request with `X-Troupe-Conversation: <id>` continues that conversation of the caller
+// instead (its last user message is the new message; the conversation keeps its own
+// history and its lifecycle).
 
 #include <memory>
 #include <set>
@@ -333,6 +337,20 @@ private:
   simdjson::dom::parser parser_;
 };
 
+/// The request header naming a conversation to continue (its id, as X-Troupe-Conversation-Id
+/// answers it).
+constexpr std::string_view continue_header = "X-Troupe-Conversation";
+
+std::string_view trim_header(std::string_view v) {
+  while (!v.empty() && (v.front() == ' ' || v.front() == '\t')) {
+    v.remove_prefix(1);
+  }
+  while (!v.empty() && (v.back() == ' ' || v.back() == '\t')) {
+    v.remove_suffix(1);
+  }
+  return v;
+}
+
 asio::awaitable<http_response> completions(state_ptr state, request_context& ctx,
                                            api_caller caller) {
   if (!state->chat) {
@@ -354,10 +372,35 @@ asio::awaitable<http_response> completions(state_ptr state, request_context& ctx
     }
     co_return answer ? std::move(*answer) : error_response(agent.error());
   }
-  auto creating = new_conversation(state, caller, *agent, in.objective, std::move(in.history));
-  auto conversation = co_await std::move(creating);
-  if (!conversation) {
-    co_return error_response(conversation.error());
+  // A request that names a conversation continues it (its own history, not the request's
+  // earlier messages); any other gets a new, ephemeral one.
+  const std::string continued(trim_header(ctx.request().header(continue_header)));
+  expected<storage::conversation_record> conversation;
+  if (!continued.empty()) {
+    conversation = state->reads->with([&](storage::connection& c) {
+      return storage::find_conversation_by_uuid(c, continued, caller.user_id);
+    });
+    if (!conversation) {
+      if (conversation.error().code == errc::not_found) {
+        co_return openai_error(
+            404, "conversation_not_found",
+            fmt::format("{}: no conversation '{}' of yours", continue_header, continued));
+      }
+      co_return error_response(conversation.error());
+    }
+    if (conversation->agent_id != agent->id) {
+      co_return openai_error(400, "invalid_request_error",
+                             fmt::format("{}: conversation '{}' is not one of model '{}'",
+                                         continue_header, continued, agent->name),
+                             "model");
+    }
+  } else {
+    auto creating =
+        new_conversation(state, caller, *agent, in.objective, std::move(in.history), true);
+    conversation = co_await std::move(creating);
+    if (!conversation) {
+      co_return error_response(conversation.error());
+    }
   }
   const bool demo = is_demo_agent(*state, *agent);
   actors::chat_submission submission;

@@ -3,6 +3,7 @@
 
 #include "troupe/api/routes.hpp"
 
+#include "lifecycle.hpp"
 #include "state.hpp"
 #include "troupe/api/files.hpp"
 #include "troupe/api/system.hpp"
@@ -29,6 +30,7 @@ expected<void> add_routes(net::router& routes, const actors::node_services& serv
   state->limiter =
       std::make_shared<rate_limiter>(config.api.rate_per_second, config.api.rate_burst);
   state->demo = services.demo;
+  state->run_blocking = services.run_blocking;
 
   system_route_context system_context;
   system_context.health = services.health;
@@ -51,6 +53,9 @@ expected<void> add_routes(net::router& routes, const actors::node_services& serv
   add_chat_routes(table);
   add_run_routes(table);
   add_openai_routes(table);
+  if (services.background) {
+    start_ephemeral_expiry(state, services.background);
+  }
   return {};
 }
 

@@ -5,6 +5,7 @@
 // adds a guarded route with its CORS preflight.
 
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <set>
 #include <string>
@@ -51,6 +52,9 @@ struct api_state {
   std::shared_ptr<rate_limiter> limiter;
   /// The embedded catalog's agent answers with the scripted demo model.
   bool demo = false;
+  /// Runs a job that may block (removing files) on the node's blocking pool; empty: inline.
+  std::function<boost::asio::awaitable<expected<void>>(std::function<expected<void>()>)>
+      run_blocking;
 };
 
 using state_ptr = std::shared_ptr<api_state>;

@@ -364,6 +364,11 @@ const std::vector<setting_spec>& specs() {
         "journals leave memory (replay then comes from the database)",
         [](settings& s) -> std::size_t& { return s.api.journal_max_bytes; }, std::size_t{0},
         std::size_t{1} << 40));
+    t.push_back(millis_spec(
+        "api.ephemeral_retention_ms",
+        "idle time after which a conversation made by /v1/chat/completions is deleted",
+        [](settings& s) -> std::chrono::milliseconds& { return s.api.ephemeral_retention; }, 0,
+        2'592'000'000));
     t.push_back(bool_spec("tools.allow_host",
                           "run code on the host without the sandbox (true | false; opt-in)",
                           [](settings& s) -> bool& { return s.tools.allow_host; }));

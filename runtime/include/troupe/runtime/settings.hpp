@@ -128,6 +128,10 @@ struct api_settings {
   /// journals leave memory first (their events are stored, so replay goes on from the
   /// database). Running journals are never dropped.
   std::size_t journal_max_bytes = std::size_t{64} << 20;
+  /// How long a conversation that `/v1/chat/completions` created for one request (one that
+  /// names no conversation to continue) is kept after its last activity; then it is
+  /// deleted with its workspace and its files' bytes.
+  std::chrono::milliseconds ephemeral_retention{3'600'000};
 };
 
 /// `[secrets]`: what may hold a provider's key. Read from the config file only: no flag,

@@ -8,6 +8,9 @@
 #include <functional>
 #include <memory>
 
+#include <boost/asio/any_io_executor.hpp>
+#include <boost/asio/awaitable.hpp>
+
 #include "troupe/actors/chat_facade.hpp"
 #include "troupe/actors/health_facade.hpp"
 #include "troupe/actors/store_facade.hpp"
@@ -35,6 +38,14 @@ struct node_services {
   metrics_registry* metrics = nullptr;
   /// True when agent "assistant" runs on the scripted demo model.
   bool demo = false;
+  /// Where the layer above may run its own background coroutines (timers): shard 0 with
+  /// policy "shards", else the node's io_context. Empty: no background work.
+  boost::asio::any_io_executor background;
+  /// Runs `job` on the node's blocking pool (`blocking.threads`), off the threads that
+  /// serve requests, and waits for it; for work that may block, such as removing files.
+  /// Empty: the caller runs the job itself.
+  std::function<boost::asio::awaitable<expected<void>>(std::function<expected<void>()>)>
+      run_blocking;
 };
 
 /// The HTTP layer of a node. Empty hooks are skipped (a node without routes).
