@@ -482,6 +482,7 @@ expected<endpoint> node::start() {
   chat_options.reads = d.db_reads;
   chat_options.io.resolver = tool_resolver;
   chat_options.io.sandbox = std::make_shared<tools::sandbox_runner>(sandbox);
+  chat_options.io.workspace_max_bytes = d.config.tools.workspace_max_bytes;
   chat_options.declared_providers = d.config.providers;
   chat_options.secrets = d.secrets;
   chat_options.key_env = key_env_policy(d.config.secrets.allowed_env);

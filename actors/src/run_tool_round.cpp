@@ -151,6 +151,7 @@ void start_call(run_self self, std::size_t index) {
   context.workspace = st.spec.workspace;
   context.run_id = st.spec.run_id;
   context.call_id = slot.call.id;
+  context.workspace_max_bytes = st.spec.io.workspace_max_bytes;
   // One tool_call actor per call: it owns the call's coroutine and timeout, and dies with
   // the run (cancel_inflight also tells it to stop, which kills its processes).
   tool_call_spec call;

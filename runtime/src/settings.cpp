@@ -376,6 +376,11 @@ const std::vector<setting_spec>& specs() {
         "tools.timeout_ms", "longest a single tool call may take",
         [](settings& s) -> std::chrono::milliseconds& { return s.tools.timeout; }, 100,
         86'400'000));
+    t.push_back(integer_spec<std::uint64_t>(
+        "tools.workspace_max_bytes",
+        "most bytes a workspace may hold; a write or edit past it fails (0: no cap)",
+        [](settings& s) -> std::uint64_t& { return s.tools.workspace_max_bytes; }, std::uint64_t{0},
+        std::uint64_t{1} << 50));
     t.push_back(integer_spec<unsigned>(
         "blocking.threads",
         "threads for work that may block (tools' file work, off the I/O threads)",

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <filesystem>
+#include <optional>
 
 #include <fcntl.h>
 #include <fmt/format.h>
@@ -57,6 +58,56 @@ std::string_view failure_kind_of(errc code) {
 
 tool_result failure_from(const error& e) {
   return tool_failure(failure_kind_of(e.code), e.message);
+}
+
+// Bytes of the regular files beneath the workspace's root (symlinks not followed; a walk
+// cut short at its limits counts what it saw).
+std::uint64_t workspace_bytes(const workspace& ws, const job_control& control) {
+  std::uint64_t total = 0;
+  walk_limits limits;
+  limits.max_entries = max_walk_entries;
+  limits.should_stop = [&control] { return control.should_stop(); };
+  (void)ws.walk(
+      ".",
+      [&total](const workspace_entry& e) {
+        if (e.type == S_IFREG) {
+          total += e.size;
+        }
+        return true;
+      },
+      limits);
+  return total;
+}
+
+// The size of `rel` when it is a regular file, else 0.
+std::uint64_t file_bytes(const workspace& ws, const std::string& rel) {
+  auto handle = ws.open_file(rel, O_PATH | O_NOFOLLOW);
+  struct stat st {};
+  if (!handle || ::fstat(handle->get(), &st) != 0 || !S_ISREG(st.st_mode)) {
+    return 0;
+  }
+  return static_cast<std::uint64_t>(st.st_size);
+}
+
+// A failure when replacing `replaced` bytes of the workspace by `added` ones would grow it
+// past the context's cap; nothing without a cap.
+std::optional<tool_result> over_workspace_cap(const tool_context& ctx, const workspace& ws,
+                                              std::uint64_t replaced, std::uint64_t added,
+                                              const job_control& control) {
+  // No cap, or a change that does not grow the workspace (freeing space is always allowed).
+  if (ctx.workspace_max_bytes == 0 || added <= replaced) {
+    return std::nullopt;
+  }
+  const auto now = workspace_bytes(ws, control);
+  const auto after = now - std::min(now, replaced) + added;
+  if (after <= ctx.workspace_max_bytes) {
+    return std::nullopt;
+  }
+  return tool_failure("limit_exceeded",
+                      fmt::format("the workspace would hold {} bytes, more than its cap of {} "
+                                  "bytes (tools.workspace_max_bytes; it holds {} now): remove "
+                                  "files or write less",
+                                  after, ctx.workspace_max_bytes, now));
 }
 
 // The first error among argument reads, or null when all succeeded.
@@ -206,7 +257,6 @@ tool_result read_body(const std::string& arguments, const tool_context& ctx,
 
 tool_result write_body(const std::string& arguments, const tool_context& ctx,
                        const job_control& control) {
-  (void)control; // one bounded file: nothing to stop between
   auto args = parse_tool_arguments(arguments);
   if (!args) {
     return failure_from(args.error());
@@ -226,7 +276,12 @@ tool_result write_body(const std::string& arguments, const tool_context& ctx,
   if (rel == ".") {
     return tool_failure("invalid_arguments", "arguments.path: names the workspace itself");
   }
-  auto written = ws.write_file(rel, *content, append->value_or(false));
+  const bool appending = append->value_or(false);
+  if (auto over = over_workspace_cap(ctx, ws, appending ? 0 : file_bytes(ws, rel), content->size(),
+                                     control)) {
+    return std::move(*over);
+  }
+  auto written = ws.write_file(rel, *content, appending);
   if (!written) {
     return failure_from(written.error());
   }
@@ -244,7 +299,6 @@ tool_result write_body(const std::string& arguments, const tool_context& ctx,
 
 tool_result edit_body(const std::string& arguments, const tool_context& ctx,
                       const job_control& control) {
-  (void)control; // one bounded file: nothing to stop between
   auto args = parse_tool_arguments(arguments);
   if (!args) {
     return failure_from(args.error());
@@ -296,6 +350,9 @@ tool_result edit_body(const std::string& arguments, const tool_context& ctx,
     from = at + old_text->size();
   }
   updated.append(*content, from);
+  if (auto over = over_workspace_cap(ctx, ws, content->size(), updated.size(), control)) {
+    return std::move(*over);
+  }
   auto written = ws.write_file(rel, updated);
   if (!written) {
     return failure_from(written.error());

@@ -76,6 +76,9 @@ struct run_io {
   std::shared_ptr<const tools::tool_registry> tools;
   /// Null: tools that need a sandbox fail closed.
   std::shared_ptr<const tools::sandbox_runner> sandbox;
+  /// The cap on a workspace's bytes given to every tool call (`tools.workspace_max_bytes`;
+  /// 0: none).
+  std::uint64_t workspace_max_bytes = 0;
   /// Unset: nothing is persisted.
   std::optional<store_writer_actor> writer;
 };

@@ -83,6 +83,9 @@ struct tool_settings {
   bool allow_host = false;
   /// Longest a single tool call may take.
   std::chrono::milliseconds timeout{300'000};
+  /// The most bytes a conversation's workspace may hold: a `write` or `edit` that would
+  /// take it past this fails with a tool error saying so. 0: no cap.
+  std::uint64_t workspace_max_bytes = 1024ull * 1024 * 1024;
 };
 
 /// `[blocking]`: the pool of threads for work that may block (tools' file work), kept off

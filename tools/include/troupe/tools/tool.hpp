@@ -57,6 +57,10 @@ struct tool_context {
   std::string call_id;
   /// The sandbox for tools that run code; null where none is configured.
   const sandbox_runner* sandbox = nullptr;
+  /// The most bytes the workspace's regular files may hold after a write or an edit
+  /// (`tools.workspace_max_bytes`); one that would go past it fails with a tool error that
+  /// says so. 0: no cap.
+  std::uint64_t workspace_max_bytes = 0;
 };
 
 /// One tool.
