@@ -159,6 +159,7 @@ TEST_CASE("X-Troupe-Conversation continues a conversation, which then is not eph
   const auto bob = s.user_token("bob");
   const auto not_his = s.call("POST", "/v1/chat/completions", bob, completion, header);
   CHECK(status_of(not_his) == 404);
+  CHECK_THAT(body_of(not_his), Catch::Contains("conversation_not_found"));
 }
 
 TEST_CASE("DELETE /api/v1/conversations/{id} removes its workspace and its files' bytes",
