@@ -323,10 +323,24 @@ CREATE TABLE run_events (
 
 // Version 5: conversations created by the OpenAI-compatible route for one request are
 // ephemeral (deleted once idle for api.ephemeral_retention_ms); the index finds them by age.
-constexpr std::string_view schema_v5 = R"sql(
-ALTER TABLE conversations ADD COLUMN ephemeral INTEGER NOT NULL DEFAULT 0;
-CREATE INDEX conversations_ephemeral ON conversations(updated_at) WHERE ephemeral = 1;
-)sql";
+// The column is added only when missing: a database whose user_version was set back (as
+// the run events migration's test does) already has it.
+expected<void> apply_schema_v5(connection& c) {
+  auto has = c.query_int(
+      "SELECT COUNT(*) FROM pragma_table_info('conversations') WHERE name = 'ephemeral'");
+  if (!has) {
+    return tl::unexpected(has.error());
+  }
+  if (*has == 0) {
+    if (auto added =
+            c.exec("ALTER TABLE conversations ADD COLUMN ephemeral INTEGER NOT NULL DEFAULT 0");
+        !added) {
+      return added;
+    }
+  }
+  return c.exec("CREATE INDEX IF NOT EXISTS conversations_ephemeral ON "
+                "conversations(updated_at) WHERE ephemeral = 1");
+}
 
 struct migration {
   int version;
@@ -347,7 +361,7 @@ const std::vector<migration>& migrations() {
        }},
       {3, "token scopes and provider keys", [](connection& c) { return c.exec(schema_v3); }},
       {4, "run journal events", [](connection& c) { return c.exec(schema_v4); }},
-      {5, "ephemeral conversations", [](connection& c) { return c.exec(schema_v5); }},
+      {5, "ephemeral conversations", [](connection& c) { return apply_schema_v5(c); }},
   };
   return list;
 }
