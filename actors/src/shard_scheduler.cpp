@@ -696,7 +696,13 @@ void shard_clock::cancel_all() {
 shard_homed::shard_homed() noexcept
     : home_(spawn_override != unassigned
                 ? spawn_override
-                : (current_shard != nullptr ? current_shard->index() : unassigned)) {}
+                : (current_shard != nullptr ? current_shard->index() : unassigned)) {
+#if defined(__SANITIZE_THREAD__)
+  // What the spawner made before spawning happens before the actor's first run
+  // (homed<Base>::resume acquires on this address).
+  __tsan_release(this);
+#endif
+}
 
 std::size_t shard_homed::settle_home(std::size_t proposed) noexcept {
   auto expected = unassigned;
