@@ -262,7 +262,8 @@ asio::awaitable<void> write_early_error(connection& conn, unsigned status, std::
 // Writes queued chunks until the producer finishes, the client goes, or the server stops.
 asio::awaitable<void> pump_stream(std::shared_ptr<connection> conn,
                                   std::shared_ptr<stream_state> state,
-                                  std::shared_ptr<steady_clock::time_point> write_started) {
+                                  std::shared_ptr<steady_clock::time_point> write_started,
+                                  std::shared_ptr<bool> ended_cleanly) {
   auto& socket = conn->stream.socket();
   std::string batch;
   for (;;) {
@@ -313,27 +314,34 @@ asio::awaitable<void> pump_stream(std::shared_ptr<connection> conn,
     socket.close(ignored);
     co_return;
   }
-  co_await asio::async_write(socket, http::make_chunk_last(), asio::as_tuple(asio::use_awaitable));
+  auto [last_ec, last_n] = co_await asio::async_write(socket, http::make_chunk_last(),
+                                                      asio::as_tuple(asio::use_awaitable));
+  *ended_cleanly = !last_ec;
 }
 
-// Completes when the client closes its side (or the socket fails).
+// Completes when the client closes its side (or the socket fails). Bytes that arrive
+// while the response streams are the start of the client's next request (pipelined):
+// they are kept in `next_request` and the watch stops reading (the rest waits in the
+// socket), so the connection can serve that request once the stream has ended.
 asio::awaitable<void> watch_disconnect(std::shared_ptr<connection> conn,
-                                       std::shared_ptr<stream_state> state) {
-  char scratch[512];
-  for (;;) {
-    auto [ec, n] = co_await conn->stream.socket().async_read_some(
-        asio::buffer(scratch), asio::as_tuple(asio::use_awaitable));
-    if (ec == asio::error::operation_aborted) {
-      co_return;
-    }
-    if (ec) {
-      state->report_disconnect();
-      state->channel.close();
-      co_return;
-    }
-    // Bytes after a streaming response's request are ignored; the connection closes
-    // when the stream ends.
+                                       std::shared_ptr<stream_state> state,
+                                       std::shared_ptr<std::string> next_request) {
+  char scratch[4096];
+  auto [ec, n] = co_await conn->stream.socket().async_read_some(
+      asio::buffer(scratch), asio::as_tuple(asio::use_awaitable));
+  if (ec == asio::error::operation_aborted) {
+    co_return;
   }
+  if (ec) {
+    state->report_disconnect();
+    state->channel.close();
+    co_return;
+  }
+  next_request->assign(scratch, n);
+  // Completing would end the stream: wait to be cancelled when it ends.
+  asio::steady_timer until_stream_ends(co_await asio::this_coro::executor,
+                                       steady_clock::time_point::max());
+  co_await until_stream_ends.async_wait(asio::as_tuple(asio::use_awaitable));
 }
 
 // SSE pings, and the guard against a client that stopped reading: a write pending for
@@ -367,9 +375,12 @@ asio::awaitable<void> keep_stream_alive(std::shared_ptr<connection> conn,
   }
 }
 
-asio::awaitable<void> run_stream(std::shared_ptr<connection> conn,
-                                 std::shared_ptr<stream_state> state,
-                                 const std::string& request_id) {
+/// Streams the response; true when it ended cleanly (the last chunk written) so the
+/// connection may serve another request, with the bytes of that request already read
+/// (if any) in `next_request`.
+asio::awaitable<bool> run_stream(std::shared_ptr<connection> conn,
+                                 std::shared_ptr<stream_state> state, const std::string& request_id,
+                                 bool keep_alive, std::string& next_request) {
   conn->state.store(connection::phase::streaming);
   auto* server = conn->server;
   server->open_streams.add(1);
@@ -383,22 +394,27 @@ asio::awaitable<void> run_stream(std::shared_ptr<connection> conn,
     head.set(h.name, h.value);
   }
   head.chunked(true);
-  head.keep_alive(false);
+  head.keep_alive(keep_alive);
   http::response_serializer<http::empty_body> serializer{head};
   auto [ec, n] = co_await http::async_write_header(conn->stream.socket(), serializer,
                                                    asio::as_tuple(asio::use_awaitable));
+  auto ended_cleanly = std::make_shared<bool>(false);
+  auto pipelined = std::make_shared<std::string>();
   if (ec) {
     state->report_disconnect();
     state->channel.close();
   } else {
     auto write_started =
         std::make_shared<steady_clock::time_point>(steady_clock::time_point::max());
-    co_await (pump_stream(conn, state, write_started) || watch_disconnect(conn, state) ||
+    co_await (pump_stream(conn, state, write_started, ended_cleanly) ||
+              watch_disconnect(conn, state, pipelined) ||
               keep_stream_alive(conn, state, write_started));
   }
   state->open.store(false);
   state->channel.close();
   server->open_streams.add(-1);
+  next_request = std::move(*pipelined);
+  co_return *ended_cleanly&& keep_alive && conn->stream.socket().is_open();
 }
 
 // --- one connection --------------------------------------------------------------------
@@ -517,8 +533,17 @@ asio::awaitable<void> serve_connection(std::shared_ptr<server_state> server,
     if (ctx.streaming()) {
       server->record(ctx.route_pattern(), method, ctx.stream_state()->status,
                      std::chrono::duration<double>(steady_clock::now() - start).count());
-      co_await run_stream(conn, ctx.stream_state(), ctx.request_id());
-      break;
+      std::string next_request;
+      const bool reusable = co_await run_stream(conn, ctx.stream_state(), ctx.request_id(),
+                                                keep_alive && version >= 11, next_request);
+      if (!reusable || server->stopping.load()) {
+        break;
+      }
+      // The next request's first bytes, if the client sent them during the stream.
+      auto room = buffer.prepare(next_request.size());
+      asio::buffer_copy(room, asio::buffer(next_request));
+      buffer.commit(next_request.size());
+      continue;
     }
     const bool again = keep_alive && !server->stopping.load();
     const auto status = response.status;
