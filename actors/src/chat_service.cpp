@@ -216,13 +216,9 @@ expected<conversation_actor> chat_service::make_conversation(caf::actor_system& 
   spec.agent_row = agent->id;
   spec.agent = std::move(*settings);
   spec.provider = std::move(config);
+  // Created by the first tool that uses it (workspace::open), on the blocking pool: a
+  // conversation that never touches a file costs no directory.
   spec.workspace = options_.data_dir / "workspaces" / id;
-  std::error_code ec;
-  std::filesystem::create_directories(spec.workspace, ec);
-  if (ec) {
-    return fail(errc::io_error, fmt::format("cannot create the workspace {}: {}",
-                                            spec.workspace.string(), ec.message()));
-  }
   spec.tool_timeout = options_.tool_timeout;
   spec.io = options_.io;
   spec.history_limit = options_.history_messages;

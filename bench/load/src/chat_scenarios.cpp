@@ -182,17 +182,25 @@ expected<std::vector<std::string>> create_conversations(const troupe_server& tro
   return std::move(s.ids);
 }
 
-/// Puts the peers' fixture into each conversation's workspace, which troupe created with
-/// the conversation at <data-dir>/workspaces/<conversation id>.
+/// Puts the peers' fixture into each conversation's workspace,
+/// <data-dir>/workspaces/<conversation id>. troupe makes that directory when a tool first
+/// uses it, so the bench makes it here; the parent must exist (troupe's layout).
 expected<void> seed_workspaces(const std::filesystem::path& data_dir,
                                const std::vector<std::string>& ids, const std::string& fixture) {
+  const auto root = data_dir / "workspaces";
+  if (!std::filesystem::is_directory(root)) {
+    return fail(errc::not_found,
+                fmt::format("troupe has no workspaces directory {} (the bench expects "
+                            "<data-dir>/workspaces/<conversation id>)",
+                            root.string()));
+  }
   for (const auto& id : ids) {
-    const auto dir = data_dir / "workspaces" / id;
-    if (!std::filesystem::is_directory(dir)) {
-      return fail(errc::not_found,
-                  fmt::format("troupe has no workspace {} for conversation {} (the bench expects "
-                              "<data-dir>/workspaces/<conversation id>)",
-                              dir.string(), id));
+    const auto dir = root / id;
+    std::error_code ec;
+    std::filesystem::create_directories(dir, ec);
+    if (ec) {
+      return fail(errc::io_error,
+                  fmt::format("cannot make the workspace {}: {}", dir.string(), ec.message()));
     }
     std::ofstream out(dir / "input.txt", std::ios::binary | std::ios::trunc);
     out << fixture;
