@@ -229,12 +229,49 @@ TEST_CASE("sse streams deliver events in order and end with the last chunk", "[n
             stream_write_result::queued);
   }
   stream.finish();
-  const auto all = c.read_until_closed();
+  const auto all = c.take_until("\r\n0\r\n\r\n");
   CHECK(all.find("id: 0\n") < all.find("id: 99\n"));
   CHECK_THAT(all, Catch::Contains("data: line 99\n\n"));
   CHECK_THAT(all, Catch::EndsWith("0\r\n\r\n"));
   CHECK(slot->disconnects.value() == 0);
   CHECK_FALSE(stream.is_open());
+}
+
+TEST_CASE("a finished stream leaves its keep-alive connection to the client's next request",
+          "[net][sse]") {
+  auto slot = std::make_shared<stream_slot>();
+  running_server s(test_routes(slot));
+  raw_client c(s.port);
+  c.send("GET /sse HTTP/1.1\r\nHost: x\r\n\r\n");
+  auto stream = slot->promise.get_future().get();
+  CHECK_THAT(c.read_until(": ping"), !Catch::Contains("Connection: close"));
+  // The next request is sent while the stream is still open (pipelined): its bytes are
+  // kept and it is served once the stream ends.
+  c.send("GET /echo/next HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  REQUIRE(stream.try_send({"message", "1", {}, "only"}) == stream_write_result::queued);
+  stream.finish();
+  const auto all = c.read_until_closed();
+  const auto end_of_stream = all.find("\r\n0\r\n\r\n");
+  REQUIRE(end_of_stream != std::string::npos);
+  CHECK_THAT(all, Catch::Contains("data: only\n\n"));
+  CHECK(all.find("next|", end_of_stream) != std::string::npos);
+  CHECK(slot->disconnects.value() == 0);
+}
+
+TEST_CASE("a stream answered to a Connection: close request closes after its last chunk",
+          "[net][sse]") {
+  auto slot = std::make_shared<stream_slot>();
+  running_server s(test_routes(slot));
+  raw_client c(s.port);
+  c.send("GET /sse HTTP/1.1\r\nHost: x\r\nConnection: close\r\n\r\n");
+  auto stream = slot->promise.get_future().get();
+  CHECK_THAT(c.read_until(": ping"), Catch::Contains("Connection: close"));
+  stream.finish();
+  const auto started = std::chrono::steady_clock::now();
+  const auto all = c.read_until_closed();
+  CHECK_THAT(all, Catch::EndsWith("0\r\n\r\n"));
+  // Closed by the server, not by the reader's timeout.
+  CHECK(std::chrono::steady_clock::now() - started < 4s);
 }
 
 TEST_CASE("a client that leaves an sse stream is reported to the producer", "[net][sse]") {
