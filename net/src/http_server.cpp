@@ -90,9 +90,24 @@ struct server_state {
   std::vector<std::unique_ptr<listener>> listeners;
   router routes;
   http_server_options options;
+  // The owner's registry and the metrics in it exist only as long as the http_server:
+  // connection coroutines may finish after it is gone (an idle keep-alive connection
+  // ends when its peer closes it), so they touch metrics through `update_metrics` only.
   metrics_registry& metrics;
   metric_gauge& open_connections;
   metric_gauge& open_streams;
+  std::mutex metrics_mutex;
+  bool metrics_live = true;
+  /// Connections open now (the gauge's value, kept here for `max_connections`).
+  std::atomic<std::int64_t> connections_open{0};
+
+  /// Runs `f` (which updates metrics) unless the http_server is gone.
+  template <class F> void update_metrics(F f) {
+    std::lock_guard lock(metrics_mutex);
+    if (metrics_live) {
+      f();
+    }
+  }
 
   std::atomic<bool> stopping{false};
   std::atomic<std::uint64_t> next_connection_id{1};
@@ -107,6 +122,10 @@ struct server_state {
   }
 
   void record(const std::string& route, http_method method, unsigned status, double seconds) {
+    update_metrics([&] { record_now(route, method, status, seconds); });
+  }
+
+  void record_now(const std::string& route, http_method method, unsigned status, double seconds) {
     metrics
         .counter("troupe_http_requests_total", "HTTP requests answered, by route and status",
                  {{"route", route},
@@ -383,7 +402,7 @@ asio::awaitable<bool> run_stream(std::shared_ptr<connection> conn,
                                  bool keep_alive, std::string& next_request) {
   conn->state.store(connection::phase::streaming);
   auto* server = conn->server;
-  server->open_streams.add(1);
+  server->update_metrics([server] { server->open_streams.add(1); });
   conn->stream.expires_never();
 
   http::response<http::empty_body> head{static_cast<http::status>(state->status), 11};
@@ -412,7 +431,7 @@ asio::awaitable<bool> run_stream(std::shared_ptr<connection> conn,
   }
   state->open.store(false);
   state->channel.close();
-  server->open_streams.add(-1);
+  server->update_metrics([server] { server->open_streams.add(-1); });
   next_request = std::move(*pipelined);
   co_return *ended_cleanly&& keep_alive && conn->stream.socket().is_open();
 }
@@ -431,11 +450,12 @@ void release(server_state& server, connection& conn) {
   if (conn.released.exchange(true)) {
     return;
   }
-  {
-    std::lock_guard lock(server.connections_mutex);
-    server.connections.erase(conn.id);
-  }
-  server.open_connections.add(-1);
+  // Uncounted before it leaves the table: a drain that sees the table empty may let the
+  // server's owner (and its metrics) go at once.
+  server.connections_open.fetch_sub(1);
+  server.update_metrics([&server] { server.open_connections.add(-1); });
+  std::lock_guard lock(server.connections_mutex);
+  server.connections.erase(conn.id);
 }
 
 asio::awaitable<void> serve_connection(std::shared_ptr<server_state> server,
@@ -597,19 +617,20 @@ asio::awaitable<void> accept_loop(std::shared_ptr<server_state> server, listener
     }
     error_code ignored;
     socket.set_option(tcp::no_delay(true), ignored);
-    if (static_cast<std::size_t>(server->open_connections.value()) >=
+    if (static_cast<std::size_t>(server->connections_open.load()) >=
         server->options.max_connections) {
       socket.close(ignored);
       continue;
     }
-    where->accepted.add();
+    server->update_metrics([where] { where->accepted.add(); });
     const auto id = server->next_connection_id.fetch_add(1);
     auto conn = std::make_shared<connection>(std::move(socket), server.get(), id);
     {
       std::lock_guard lock(server->connections_mutex);
       server->connections.emplace(id, conn);
     }
-    server->open_connections.add(1);
+    server->connections_open.fetch_add(1);
+    server->update_metrics([&server] { server->open_connections.add(1); });
     auto executor = conn->stream.get_executor();
     asio::co_spawn(executor, serve_and_forget(server, std::move(conn)), asio::detached);
   }
@@ -803,8 +824,6 @@ http_server::http_server(std::vector<asio::any_io_executor> executors, router ro
                                                 std::move(options), metrics);
 }
 
-http_server::~http_server() = default;
-
 namespace {
 
 /// Lets several sockets bind one address; the kernel spreads new connections among them.
@@ -951,6 +970,26 @@ void http_server::stop(std::chrono::milliseconds grace, std::function<void()> do
                        asio::detached);
       }
     });
+  }
+}
+
+http_server::~http_server() {
+  auto state = impl_->state;
+  // From here on the owner may destroy the metrics registry; connections that are still
+  // open finish without touching it, and are closed now rather than when their peers go.
+  {
+    std::lock_guard lock(state->metrics_mutex);
+    state->metrics_live = false;
+  }
+  state->stopping.store(true);
+  for (auto& l : state->listeners) {
+    asio::post(l->executor, [state, where = l.get()] {
+      error_code ignored;
+      where->acceptor.close(ignored);
+    });
+  }
+  for (auto& conn : live_connections(*state)) {
+    close_connection(conn);
   }
 }
 
