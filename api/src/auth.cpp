@@ -53,8 +53,11 @@ boost::asio::awaitable<net::http_response> run_guarded(std::shared_ptr<api_state
   } else {
     // The hash is looked up (not the token): equal hashes are found by the index, and
     // comparing digests of a secret leaks nothing useful about the secret.
-    auto found = state->reads->with(
-        [&](storage::connection& c) { return storage::find_api_token(c, hash_token(token)); });
+    const auto hash = hash_token(token);
+    auto found = state->catalog ? state->catalog->token_by_hash(hash)
+                                : state->reads->with([&](storage::connection& c) {
+                                    return storage::find_api_token(c, hash);
+                                  });
     if (!found) {
       if (found.error().code != errc::not_found) {
         ctx.log().error("token lookup failed: {}", found.error().message);

@@ -19,6 +19,7 @@ expected<void> add_routes(net::router& routes, const actors::node_services& serv
   }
   auto state = std::make_shared<api_state>();
   state->reads = services.reads;
+  state->catalog = services.catalog;
   state->store = services.store;
   state->chat = services.chat;
   state->config = config.api;

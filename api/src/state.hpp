@@ -20,6 +20,7 @@
 #include "troupe/net/http_server.hpp"
 #include "troupe/runtime/agent_config.hpp"
 #include "troupe/runtime/settings.hpp"
+#include "troupe/storage/catalog_cache.hpp"
 #include "troupe/storage/database.hpp"
 #include "troupe/storage/secret_box.hpp"
 #include "troupe/storage/write_op.hpp"
@@ -35,6 +36,9 @@ using net::request_context;
 struct api_state {
   /// Database reads (on the calling thread; SQLite reads may block briefly).
   std::shared_ptr<storage::read_pool> reads;
+  /// Tokens, agents and providers from memory; null: read from `reads`. Every write
+  /// through `store` below invalidates it.
+  std::shared_ptr<storage::catalog_cache> catalog;
   /// Database writes, through the store_writer.
   std::shared_ptr<actors::store_facade> store;
   /// Starts and follows agent runs; null: the chat routes answer 503.
@@ -64,12 +68,18 @@ template <class F> auto read(const state_ptr& state, F f) {
   return state->reads->with(std::move(f));
 }
 
-/// Starts one write through the store facade. A plain function, and its result awaited
-/// as a named value: GCC 12 destroys some temporaries of a co_await full-expression twice.
+/// One write through the store facade, awaited; then the catalog cache is invalidated
+/// (the routes' writes are the ones that change tokens, users, agents and providers).
+/// The result is awaited as a named value: GCC 12 destroys some temporaries of a
+/// co_await full-expression twice.
 template <class F>
-boost::asio::awaitable<expected<std::int64_t>> store(const state_ptr& state, std::string what,
-                                                     F f) {
-  return state->store->write(storage::make_write(std::move(what), std::move(f)));
+boost::asio::awaitable<expected<std::int64_t>> store(state_ptr state, std::string what, F f) {
+  auto pending = state->store->write(storage::make_write(std::move(what), std::move(f)));
+  auto done = co_await std::move(pending);
+  if (state->catalog) {
+    state->catalog->invalidate();
+  }
+  co_return done;
 }
 
 /// Adds routes with their CORS preflight, once per pattern.

@@ -18,6 +18,7 @@
 #include "troupe/runtime/error.hpp"
 #include "troupe/runtime/metrics.hpp"
 #include "troupe/runtime/settings.hpp"
+#include "troupe/storage/catalog_cache.hpp"
 #include "troupe/storage/connection.hpp"
 #include "troupe/storage/database.hpp"
 #include "troupe/storage/secret_box.hpp"
@@ -31,6 +32,8 @@ struct node_services {
   std::shared_ptr<store_facade> store;
   std::shared_ptr<health_facade> health;
   std::shared_ptr<storage::read_pool> reads;
+  /// Tokens, agents and providers from memory; the routes' writes invalidate it.
+  std::shared_ptr<storage::catalog_cache> catalog;
   /// The data directory's secret box (`secret.key`): seals and opens provider keys.
   std::shared_ptr<const storage::secret_box> secrets;
   /// The resolved settings (with the embedded catalog when the config declared none).
