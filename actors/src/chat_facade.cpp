@@ -276,4 +276,9 @@ chat_service_facade::run_timeout(const storage::agent_record& agent) const {
   return std::chrono::duration_cast<std::chrono::milliseconds>(timeout);
 }
 
+std::string chat_service_facade::new_conversation_id() const {
+  auto chat = service();
+  return chat ? chat->new_conversation_id() : new_uuid();
+}
+
 } // namespace troupe::actors

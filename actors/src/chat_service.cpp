@@ -150,28 +150,22 @@ void chat_service::stop() {
   }
 }
 
-expected<conversation_actor> chat_service::make_conversation(caf::actor_system& system,
-                                                             const std::string& id) {
-  auto& reads = *options_.reads;
-  auto conversation = reads.with(
-      [&](storage::connection& c) { return storage::find_conversation_by_uuid_any_owner(c, id); });
-  if (!conversation) {
-    return tl::unexpected(conversation.error());
+expected<conversation_spec>
+chat_service::conversation_spec_from(const storage::conversation_record& conversation,
+                                     const storage::agent_record& agent,
+                                     std::vector<chat_message> history) {
+  if (!agent.provider_id) {
+    return fail(errc::invalid_argument, fmt::format("agent '{}' has no provider", agent.name));
   }
-  auto agent = reads.with(
-      [&](storage::connection& c) { return storage::find_agent(c, conversation->agent_id); });
-  if (!agent) {
-    return tl::unexpected(agent.error());
-  }
-  if (!agent->provider_id) {
-    return fail(errc::invalid_argument, fmt::format("agent '{}' has no provider", agent->name));
-  }
-  auto provider = reads.with(
-      [&](storage::connection& c) { return storage::find_provider(c, *agent->provider_id); });
+  auto* catalog = options_.catalog.get();
+  auto provider = catalog ? catalog->provider(*agent.provider_id)
+                          : options_.reads->with([&](storage::connection& c) {
+                              return storage::find_provider(c, *agent.provider_id);
+                            });
   if (!provider) {
     return tl::unexpected(provider.error());
   }
-  auto settings = agent_from_record(*agent, provider->name);
+  auto settings = agent_from_record(agent, provider->name);
   if (!settings) {
     return tl::unexpected(settings.error());
   }
@@ -194,6 +188,50 @@ expected<conversation_actor> chat_service::make_conversation(caf::actor_system& 
     return tl::unexpected(key.error());
   }
   config.api_key = std::move(*key);
+
+  conversation_spec spec;
+  spec.id = conversation.uuid;
+  spec.conversation_row = conversation.id;
+  spec.agent_row = agent.id;
+  spec.agent = std::move(*settings);
+  spec.provider = std::move(config);
+  // Created by the first tool that uses it (workspace::open), on the blocking pool: a
+  // conversation that never touches a file costs no directory.
+  spec.workspace = options_.data_dir / "workspaces" / conversation.uuid;
+  spec.tool_timeout = options_.tool_timeout;
+  spec.io = options_.io;
+  spec.history_limit = options_.history_messages;
+  spec.history = std::move(history);
+  spec.idle_ttl = options_.idle_ttl;
+  spec.owner_user = conversation.owner_user_id;
+  spec.files_dir = options_.data_dir / "files";
+  return spec;
+}
+
+expected<conversation_actor> chat_service::make_conversation(caf::actor_system& system,
+                                                             const std::string& id) {
+  {
+    std::lock_guard lock(prepared_mutex_);
+    if (auto it = prepared_.find(id); it != prepared_.end()) {
+      auto spec = std::move(it->second);
+      prepared_.erase(it);
+      return spawn_conversation(system, std::move(spec));
+    }
+  }
+  auto& reads = *options_.reads;
+  auto conversation = reads.with(
+      [&](storage::connection& c) { return storage::find_conversation_by_uuid_any_owner(c, id); });
+  if (!conversation) {
+    return tl::unexpected(conversation.error());
+  }
+  auto* catalog = options_.catalog.get();
+  auto agent =
+      catalog ? catalog->agent(conversation->agent_id) : reads.with([&](storage::connection& c) {
+        return storage::find_agent(c, conversation->agent_id);
+      });
+  if (!agent) {
+    return tl::unexpected(agent.error());
+  }
   const auto limit = static_cast<std::int64_t>(options_.history_messages * 4 + 8);
   auto messages = reads.with(
       [&](storage::connection& c) { return storage::list_messages(c, conversation->id, limit); });
@@ -209,24 +247,34 @@ expected<conversation_actor> chat_service::make_conversation(caf::actor_system& 
   std::erase_if(*messages, [&](const storage::message_record& m) {
     return m.run_id && std::find(queued->begin(), queued->end(), *m.run_id) != queued->end();
   });
+  auto spec = conversation_spec_from(*conversation, *agent,
+                                     history_of(*messages, options_.history_messages));
+  if (!spec) {
+    return tl::unexpected(spec.error());
+  }
+  return spawn_conversation(system, std::move(*spec));
+}
 
-  conversation_spec spec;
-  spec.id = id;
-  spec.conversation_row = conversation->id;
-  spec.agent_row = agent->id;
-  spec.agent = std::move(*settings);
-  spec.provider = std::move(config);
-  // Created by the first tool that uses it (workspace::open), on the blocking pool: a
-  // conversation that never touches a file costs no directory.
-  spec.workspace = options_.data_dir / "workspaces" / id;
-  spec.tool_timeout = options_.tool_timeout;
-  spec.io = options_.io;
-  spec.history_limit = options_.history_messages;
-  spec.history = history_of(*messages, options_.history_messages);
-  spec.idle_ttl = options_.idle_ttl;
-  spec.owner_user = conversation->owner_user_id;
-  spec.files_dir = options_.data_dir / "files";
-  return spawn_conversation(system, std::move(spec));
+void chat_service::forget_prepared(const std::string& conversation_id) {
+  // A spec the registry did not take (the conversation was live already, or did not
+  // load) must not be used by a later load.
+  std::lock_guard lock(prepared_mutex_);
+  prepared_.erase(conversation_id);
+}
+
+std::string chat_service::new_conversation_id() const {
+  auto id = new_uuid();
+  auto* shards = shards_of(system_);
+  const auto here = shard_set::current();
+  if (shards == nullptr || !here || shards->size() < 2) {
+    return id;
+  }
+  // Each try lands here with probability 1/N: 64 tries miss with (1 - 1/N)^64 at most
+  // (3e-20 for two shards); a miss only costs a hand-off to another shard.
+  for (int i = 0; i < 64 && shards->shard_for(id) != *here; ++i) {
+    id = new_uuid();
+  }
+  return id;
 }
 
 asio::awaitable<expected<submitted_run>> chat_service::submit(chat_submission submission) {
@@ -253,6 +301,21 @@ asio::awaitable<expected<submitted_run>> chat_service::submit(chat_submission su
     out.journal = spawn_run_journal(system_, std::move(jo));
   }
   directory_->add(out.run_id, {out.journal, submission.user_id, out.conversation_id});
+  if (submission.fresh) {
+    // A conversation created for this message loads from what the caller just stored.
+    auto& fresh = *submission.fresh;
+    if (fresh.history.size() > options_.history_messages) {
+      fresh.history.erase(fresh.history.begin(),
+                          fresh.history.end() -
+                              static_cast<std::ptrdiff_t>(options_.history_messages));
+    }
+    auto spec =
+        conversation_spec_from(submission.conversation, fresh.agent, std::move(fresh.history));
+    if (spec) {
+      std::lock_guard lock(prepared_mutex_);
+      prepared_.insert_or_assign(out.conversation_id, std::move(*spec));
+    }
+  }
 
   const auto& shard = registry_->shard_for(out.conversation_id);
   std::string last_error = "no attempt made";
@@ -272,6 +335,7 @@ asio::awaitable<expected<submitted_run>> chat_service::submit(chat_submission su
     if (accepted) {
       caf::anon_send(out.journal, watch_atom::value, *conversation);
       out.conversation = *conversation;
+      forget_prepared(out.conversation_id);
       co_return out;
     }
     last_error = accepted.error().message;
@@ -286,6 +350,7 @@ asio::awaitable<expected<submitted_run>> chat_service::submit(chat_submission su
   }
   caf::anon_send_exit(out.journal, caf::exit_reason::user_shutdown);
   directory_->remove(out.run_id);
+  forget_prepared(out.conversation_id);
   co_return fail(errc::unavailable, fmt::format("conversation {} did not take the message: {}",
                                                 out.conversation_id, last_error));
 }

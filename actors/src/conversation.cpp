@@ -37,8 +37,11 @@ struct pending_turn {
   /// The run's row, written with the user message when the turn was accepted (0: not
   /// yet, or a conversation without storage).
   storage::row_id run_row = 0;
-  /// The write of the run row and the message is in flight: the turn cannot launch yet.
+  /// The write of the run row and the message is in flight (a turn launched meanwhile
+  /// gets its row when it commits).
   bool storing = false;
+  /// That write failed, saying this: the turn fails whatever its run did.
+  std::optional<std::string> store_failure;
   /// Recovered at start: stored already, and queued as a follow-up under any policy.
   bool recovered = false;
 };
@@ -199,6 +202,11 @@ void store_artifacts(conversation_self self, run_result result) {
 
 void on_run_done(conversation_self self, run_result result) {
   auto& st = self->state;
+  if (st.current_turn.store_failure) {
+    result.status = storage::run_status::failed;
+    result.error = fmt::format("the message was not stored, so it did not run: {}",
+                               *st.current_turn.store_failure);
+  }
   if (result.status == storage::run_status::succeeded) {
     remember(self, chat_message{chat_role::user, st.current_turn.text, {}, {}, {}});
     remember(self, chat_message{chat_role::assistant, result.text, {}, {}, {}});
@@ -224,6 +232,9 @@ void launch(conversation_self self) {
   spec.run_id = st.current_turn.run_id;
   spec.turn_id = fmt::format("{}.turn{}", st.spec.id, st.turns);
   spec.run_row = st.current_turn.run_row;
+  // Its row and message are still being written: the run starts now (its model call
+  // overlaps the commit) and its own writes follow once the row is known.
+  spec.row_pending = st.current_turn.storing;
   // The user's message was stored with the run row when the turn was accepted.
   spec.persist_user_message = false;
   spec.conversation_row = st.spec.conversation_row;
@@ -263,11 +274,8 @@ void start_next(conversation_self self) {
   ++st.turns;
 
   ++st.activity;
-  // Busy until the run exists; it launches when its row is durable.
   st.launching = true;
-  if (!st.current_turn.storing) {
-    launch(self);
-  }
+  launch(self);
 }
 
 /// The turn of `run_id` (current or queued), or null.
@@ -300,12 +308,16 @@ void on_turn_stored(conversation_self self, const std::string& run_id, storage::
     return;
   }
   turn->storing = false;
-  turn->run_row = row;
+  turn->run_row = failure ? 0 : row;
   const bool is_current = turn == &st.current_turn;
+  if (is_current && st.current) {
+    // The run started while its row was written: it learns the row (0: it fails, and its
+    // result ends the turn).
+    turn->store_failure = failure;
+    self->send(st.current, row_atom::value, turn->run_row);
+    return;
+  }
   if (!failure) {
-    if (is_current && st.launching && !st.current) {
-      launch(self);
-    }
     return;
   }
   run_result r;

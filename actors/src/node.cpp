@@ -161,6 +161,7 @@ struct node::impl {
   // Storage: the writer connection goes to the store_writer; reads use the pool.
   std::shared_ptr<storage::connection> db_writer;
   std::shared_ptr<storage::read_pool> db_reads;
+  std::shared_ptr<storage::catalog_cache> catalog_rows;
   // Seals provider keys at rest (`<data-dir>/secret.key`).
   std::shared_ptr<const storage::secret_box> secrets;
   store_writer_actor store_writer;
@@ -480,6 +481,8 @@ expected<endpoint> node::start() {
   }
   chat_options.writer = d.store_writer;
   chat_options.reads = d.db_reads;
+  d.catalog_rows = std::make_shared<storage::catalog_cache>(d.db_reads);
+  chat_options.catalog = d.catalog_rows;
   chat_options.io.resolver = tool_resolver;
   chat_options.io.sandbox = std::make_shared<tools::sandbox_runner>(sandbox);
   chat_options.io.workspace_max_bytes = d.config.tools.workspace_max_bytes;
@@ -514,6 +517,7 @@ expected<endpoint> node::start() {
     services.store = d.store_facade;
     services.health = d.health_facade;
     services.reads = d.db_reads;
+    services.catalog = d.catalog_rows;
     services.secrets = d.secrets;
     services.config = &d.config;
     services.metrics = &d.metrics;

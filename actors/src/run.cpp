@@ -81,6 +81,17 @@ void finish_run(run_self self, storage::run_status status, std::string text, std
     chat_message final_message{chat_role::assistant, st.result.text, {}, {}, {}};
     persist_message(self, final_message, &st.result.usage);
   }
+  if (st.spec.row_pending) {
+    // Reported once the row is written (on_run_row), after the writes made before it.
+    st.outcome_waits_for_row = true;
+    return;
+  }
+  report_outcome(self);
+}
+
+void report_outcome(run_self self) {
+  auto& st = self->state;
+  const auto status = st.result.status;
   auto deliver = [self] {
     if (self->state.promise.pending()) {
       self->state.promise.deliver(self->state.result);
@@ -187,9 +198,9 @@ void start_run(run_self self) {
   st.budget = harness::correction_budget(st.contract.max_correction_attempts);
   st.client = std::make_shared<net::provider_client>(*st.spec.io.http, st.spec.provider);
   st.messages = st.spec.history;
-  if (st.spec.io.writer && st.spec.run_row != 0) {
-    write(self, storage::set_run_status_op(st.spec.run_row, storage::run_status::running));
-  }
+  write_with_row(self, [](storage::row_id run_row) {
+    return storage::set_run_status_op(run_row, storage::run_status::running);
+  });
   chat_message user{chat_role::user, st.spec.objective, {}, {}, {}};
   if (st.spec.persist_user_message) {
     persist_message(self, user);
@@ -257,6 +268,7 @@ run_actor::behavior_type run_behavior(run_self self, run_spec spec, run_event_si
                    "the run reached its deadline and was cancelled");
       },
       [self](delta_atom, int round, std::string& text) { on_delta(self, round, std::move(text)); },
+      [self](row_atom, storage::row_id row) { on_run_row(self, row); },
   };
 }
 

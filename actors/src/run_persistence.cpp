@@ -65,29 +65,80 @@ void write(run_self self, storage::write_op op) {
           [failed](caf::error& e) { failed(from_caf_error(e).message); });
 }
 
+bool persists(const run_state& st) {
+  return st.spec.io.writer && (st.spec.run_row != 0 || st.spec.row_pending);
+}
+
+void write_with_row(run_self self, std::function<storage::write_op(storage::row_id)> make) {
+  auto& st = self->state;
+  if (!st.spec.io.writer) {
+    return;
+  }
+  if (st.spec.row_pending) {
+    st.deferred_writes.push_back(std::move(make));
+    return;
+  }
+  if (st.spec.run_row != 0) {
+    write(self, make(st.spec.run_row));
+  }
+}
+
+void on_run_row(run_self self, storage::row_id row) {
+  auto& st = self->state;
+  if (!st.spec.row_pending) {
+    return;
+  }
+  st.spec.row_pending = false;
+  st.spec.run_row = row;
+  auto deferred = std::move(st.deferred_writes);
+  st.deferred_writes.clear();
+  if (row == 0) {
+    // Nothing of the run can be stored: it fails, and says why.
+    const std::string why = "the message was not stored, so the run's outcome cannot be kept";
+    if (st.outcome_waits_for_row) {
+      st.result.status = storage::run_status::failed;
+      st.result.error = why;
+      report_outcome(self);
+    } else {
+      fail_run(self, why);
+    }
+    return;
+  }
+  for (auto& make : deferred) {
+    write(self, make(row));
+  }
+  if (st.outcome_waits_for_row) {
+    report_outcome(self);
+  }
+}
+
 void record_step(run_self self, std::string kind, std::string name, std::string status,
                  std::string input_json, std::string output_json) {
   auto& st = self->state;
   st.result.steps.push_back(run_step{kind, name, status, output_json});
+  if (!persists(st)) {
+    return;
+  }
   storage::execution_step_record step;
-  step.run_id = st.spec.run_row;
   step.kind = std::move(kind);
   step.name = std::move(name);
   step.status = std::move(status);
   step.input_json = std::move(input_json);
   step.output_json = std::move(output_json);
   step.created_at = unix_millis_now();
-  write(self, storage::append_step_op(std::move(step)));
+  write_with_row(self, [step = std::move(step)](storage::row_id run_row) mutable {
+    step.run_id = run_row;
+    return storage::append_step_op(std::move(step));
+  });
 }
 
 void persist_message(run_self self, const chat_message& m, const token_usage* usage) {
   auto& st = self->state;
-  if (st.spec.conversation_row == 0) {
+  if (st.spec.conversation_row == 0 || !persists(st)) {
     return;
   }
   storage::message_record r;
   r.conversation_id = st.spec.conversation_row;
-  r.run_id = st.spec.run_row;
   r.role = std::string(to_string(m.role));
   r.content = m.content;
   if (!m.tool_calls.empty()) {
@@ -99,7 +150,10 @@ void persist_message(run_self self, const chat_message& m, const token_usage* us
     r.completion_tokens = static_cast<std::int64_t>(usage->completion_tokens);
   }
   r.created_at = unix_millis_now();
-  write(self, storage::append_message_op(std::move(r)));
+  write_with_row(self, [r = std::move(r)](storage::row_id run_row) mutable {
+    r.run_id = run_row;
+    return storage::append_message_op(std::move(r));
+  });
 }
 
 void push_message(run_self self, chat_message m) {

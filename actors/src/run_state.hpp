@@ -98,6 +98,10 @@ struct run_state {
   bool finished = false;
   /// A write of this run failed after it finished: its result must not say succeeded.
   std::optional<std::string> persistence_error;
+  /// While the run row is pending (`spec.row_pending`): the writes made so far, built
+  /// once the row id is known, and whether the run's outcome waits for it too.
+  std::vector<std::function<storage::write_op(storage::row_id)>> deferred_writes;
+  bool outcome_waits_for_row = false;
   bool candidate_streamed = false;
   caf::response_promise promise;
   std::map<std::uint64_t, io_task> inflight;
@@ -121,6 +125,9 @@ using run_self = homed_typed_actor<run_state, run_actor>*;
 /// Ends the run once: cancels what is in flight, publishes the final event, makes the
 /// status durable, then answers the starter and quits.
 void finish_run(run_self self, storage::run_status status, std::string text, std::string error);
+/// Makes the finished run's status durable (when it persists), then answers its caller
+/// and quits.
+void report_outcome(run_self self);
 void fail_run(run_self self, std::string message);
 void complete_run(run_self self, std::string text);
 /// Keeps a started I/O operation for cancellation; returns its key in `inflight`.
@@ -170,6 +177,13 @@ void publish(run_self self, run_event_type type, std::string data_json,
              std::string harness_name = {});
 /// Queues a write (dropped when the run is not persisted).
 void write(run_self self, storage::write_op op);
+/// Writes the op `make(run_row)`: now when the run row is known, after it is written
+/// while it is pending, never when the run is not persisted.
+void write_with_row(run_self self, std::function<storage::write_op(storage::row_id)> make);
+/// The pending run row arrived (0: its write failed): sends the deferred writes.
+void on_run_row(run_self self, storage::row_id row);
+/// Whether the run persists what it does (a writer, and a run row known or pending).
+bool persists(const run_state& st);
 void record_step(run_self self, std::string kind, std::string name, std::string status,
                  std::string input_json, std::string output_json);
 void persist_message(run_self self, const chat_message& m, const token_usage* usage = nullptr);

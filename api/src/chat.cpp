@@ -42,8 +42,12 @@ expected<storage::agent_record> chat_agent(const api_state& state, const api_cal
       answer = net::http_response::error(400, "invalid_argument", "agent: is required");
       return fail(errc::invalid_argument, "agent: is required");
     }
-    found = state.reads->with(
-        [&](storage::connection& c) { return storage::find_agent(c, *caller.agent_id); });
+    found = state.catalog ? state.catalog->agent(*caller.agent_id)
+                          : state.reads->with([&](storage::connection& c) {
+                              return storage::find_agent(c, *caller.agent_id);
+                            });
+  } else if (state.catalog) {
+    found = state.catalog->agent_by_name_or_uuid(agent);
   } else {
     found = state.reads->with(
         [&](storage::connection& c) { return storage::find_agent_by_name(c, agent); });
@@ -69,7 +73,8 @@ new_conversation(state_ptr state, api_caller caller, storage::agent_record agent
                  std::string first_message, std::vector<chat_message> history, bool ephemeral) {
   storage::conversation_record c;
   c.ephemeral = ephemeral;
-  c.uuid = new_uuid();
+  // Homed on this request's shard when the chat service runs on shards.
+  c.uuid = state->chat ? state->chat->new_conversation_id() : new_uuid();
   c.owner_user_id = caller.user_id;
   c.agent_id = agent.id;
   auto title = first_message.substr(0, first_message.find('\n'));
@@ -289,6 +294,7 @@ asio::awaitable<expected<started_chat>> start_chat(state_ptr state, request_cont
   }
   storage::conversation_record conversation;
   std::optional<storage::agent_record> agent;
+  bool created_now = false;
   if (conversation_id) {
     auto found = state->reads->with([&](storage::connection& c) {
       return storage::find_conversation_by_uuid(c, *conversation_id, caller.user_id);
@@ -298,8 +304,10 @@ asio::awaitable<expected<started_chat>> start_chat(state_ptr state, request_cont
       co_return tl::unexpected(found.error());
     }
     conversation = *found;
-    auto owner_agent = state->reads->with(
-        [&](storage::connection& c) { return storage::find_agent(c, conversation.agent_id); });
+    auto owner_agent = state->catalog ? state->catalog->agent(conversation.agent_id)
+                                      : state->reads->with([&](storage::connection& c) {
+                                          return storage::find_agent(c, conversation.agent_id);
+                                        });
     if (!owner_agent) {
       answer = error_response(owner_agent.error());
       co_return tl::unexpected(owner_agent.error());
@@ -329,6 +337,7 @@ asio::awaitable<expected<started_chat>> start_chat(state_ptr state, request_cont
       co_return tl::unexpected(created.error());
     }
     conversation = std::move(*created);
+    created_now = true;
   }
   auto attached = attach_files(*state, conversation.uuid, files, answer);
   if (!attached) {
@@ -339,6 +348,9 @@ asio::awaitable<expected<started_chat>> start_chat(state_ptr state, request_cont
   submission.user_id = caller.user_id;
   submission.conversation = conversation;
   submission.text = std::move(*message) + *attached;
+  if (created_now) {
+    submission.fresh = actors::chat_submission::fresh_conversation{*agent, {}};
+  }
   submission.final_data = [state, id = conversation.uuid, demo](const actors::run_result& r) {
     return run_outcome_json(*state, id, demo, r);
   };

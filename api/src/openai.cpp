@@ -376,6 +376,7 @@ asio::awaitable<http_response> completions(state_ptr state, request_context& ctx
   // earlier messages); any other gets a new, ephemeral one.
   const std::string continued(trim_header(ctx.request().header(continue_header)));
   expected<storage::conversation_record> conversation;
+  bool created_now = false;
   if (!continued.empty()) {
     conversation = state->reads->with([&](storage::connection& c) {
       return storage::find_conversation_by_uuid(c, continued, caller.user_id);
@@ -395,18 +396,21 @@ asio::awaitable<http_response> completions(state_ptr state, request_context& ctx
                              "model");
     }
   } else {
-    auto creating =
-        new_conversation(state, caller, *agent, in.objective, std::move(in.history), true);
+    auto creating = new_conversation(state, caller, *agent, in.objective, in.history, true);
     conversation = co_await std::move(creating);
     if (!conversation) {
       co_return error_response(conversation.error());
     }
+    created_now = true;
   }
   const bool demo = is_demo_agent(*state, *agent);
   actors::chat_submission submission;
   submission.user_id = caller.user_id;
   submission.conversation = *conversation;
   submission.text = in.objective;
+  if (created_now) {
+    submission.fresh = actors::chat_submission::fresh_conversation{*agent, std::move(in.history)};
+  }
   submission.final_data = [state, id = conversation->uuid, demo](const actors::run_result& r) {
     return run_outcome_json(*state, id, demo, r);
   };

@@ -240,6 +240,40 @@ TEST_CASE("a submitted message and its run row are committed before the submissi
   CHECK(must(storage::list_messages(w.db.db, w.conversation.id)).size() == 1);
 }
 
+TEST_CASE("a run's model call does not wait for its message's commit, but its answer does",
+          "[actors][chat_service][durable]") {
+  chat_world w(R"([{"match":{"user":"quick"},"reply":{"text":"fast answer"}}])");
+  // The test's own connection holds the database's write lock: the writer's commit waits
+  // (up to its 5 s busy timeout) until the test lets go.
+  must(w.db.db.exec("BEGIN IMMEDIATE"));
+  actors::chat_submission s;
+  s.user_id = w.user;
+  s.conversation = w.conversation;
+  s.text = "quick";
+  auto submitting = std::async(std::launch::async, [&w, s = std::move(s)]() mutable {
+    boost::asio::io_context io;
+    return run_until_done(io, w.chat->submit(std::move(s)));
+  });
+  CHECK(wait_until([&] { return w.world.mock.stats().completion_requests == 1; }, 4s));
+  // The model was asked; the message is not durable, so it is not acknowledged yet.
+  CHECK(submitting.wait_for(0s) == std::future_status::timeout);
+  must(w.db.db.exec("COMMIT"));
+  auto submitted = submitting.get();
+  REQUIRE(submitted);
+  auto r = w.wait(submitted->journal);
+  CHECK(r.status == storage::run_status::succeeded);
+  CHECK(r.text == "fast answer");
+  // Everything the run wrote while its row was pending went after the row, in order.
+  auto row = must(storage::find_run_by_uuid(w.db.db, submitted->run_id));
+  CHECK(row.status == storage::run_status::succeeded);
+  auto messages = must(storage::list_messages(w.db.db, w.conversation.id));
+  REQUIRE(messages.size() == 2);
+  CHECK(messages[0].role == "user");
+  CHECK(messages[1].role == "assistant");
+  CHECK(messages[1].run_id == std::optional<storage::row_id>(row.id));
+  CHECK_FALSE(must(storage::list_steps(w.db.db, row.id)).empty());
+}
+
 TEST_CASE("a message that cannot be stored is refused, never acknowledged",
           "[actors][chat_service][durable]") {
   // A writer without a database fails every write.
@@ -252,7 +286,8 @@ TEST_CASE("a message that cannot be stored is refused, never acknowledged",
   auto submitted = run_until_done(io, w.chat->submit(std::move(s)));
   REQUIRE_FALSE(submitted);
   CHECK_THAT(submitted.error().message, Catch::Contains("not stored"));
-  CHECK(w.world.mock.stats().completion_requests == 0);
+  // Its run may have asked the model while the write was in flight, but no answer of
+  // a message that is not stored is given: the journal was ended with the refusal.
 }
 
 TEST_CASE("a run whose step cannot be stored fails and says why",

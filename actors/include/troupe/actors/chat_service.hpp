@@ -11,7 +11,9 @@
 #include <filesystem>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
+#include <unordered_map>
 #include <vector>
 
 #include <boost/asio/awaitable.hpp>
@@ -22,6 +24,7 @@
 #include "troupe/actors/run_journal.hpp"
 #include "troupe/actors/store_writer.hpp"
 #include "troupe/runtime/agent_config.hpp"
+#include "troupe/storage/catalog_cache.hpp"
 #include "troupe/storage/database.hpp"
 #include "troupe/storage/records.hpp"
 #include "troupe/storage/secret_box.hpp"
@@ -31,6 +34,8 @@ namespace troupe::actors {
 struct chat_service_options {
   store_writer_actor writer;
   std::shared_ptr<storage::read_pool> reads;
+  /// Agents and providers for loading conversations; null: read from `reads`.
+  std::shared_ptr<storage::catalog_cache> catalog;
   /// What runs use for I/O (its `writer` is set from `writer`).
   run_io io;
   /// Providers declared in the config: their inline keys never reach the database, so
@@ -77,6 +82,9 @@ public:
   /// loaded (its agent or provider is gone or invalid).
   boost::asio::awaitable<expected<submitted_run>> submit(chat_submission submission);
 
+  /// A new conversation id homed on the calling thread's shard (any id off the shards).
+  std::string new_conversation_id() const;
+
   /// Start-up recovery: hands every run that was accepted but had not started when the
   /// process stopped back to its conversation, oldest first (a run that cannot be handed
   /// back is marked failed, saying why). Returns how many were resumed.
@@ -109,6 +117,16 @@ public:
 
 private:
   expected<conversation_actor> make_conversation(caf::actor_system& system, const std::string& id);
+  /// The spec of a conversation from its rows and history.
+  expected<conversation_spec>
+  conversation_spec_from(const storage::conversation_record& conversation,
+                         const storage::agent_record& agent, std::vector<chat_message> history);
+
+  /// Specs of conversations created with their first message, taken by the registry's
+  /// factory instead of reading the rows back (see `chat_submission::fresh`).
+  void forget_prepared(const std::string& conversation_id);
+  std::mutex prepared_mutex_;
+  std::unordered_map<std::string, conversation_spec> prepared_;
 
   caf::actor_system& system_;
   chat_service_options options_;

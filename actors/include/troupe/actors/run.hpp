@@ -44,6 +44,8 @@ using steer_atom = caf::atom_constant<caf::atom("steer")>;
 /// The run's own messages: its deadline, and a batch of streamed text from its LLM call.
 using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
 using delta_atom = caf::atom_constant<caf::atom("delta")>;
+/// The run's row is written (its id), or could not be (0).
+using row_atom = caf::atom_constant<caf::atom("row")>;
 
 /// The default per-tool timeout.
 inline constexpr std::chrono::milliseconds default_tool_timeout{std::chrono::minutes(5)};
@@ -90,6 +92,9 @@ struct run_spec {
   std::string turn_id;
   /// Database rows; 0: not persisted (the run row is created by the caller, queued).
   storage::row_id run_row = 0;
+  /// The run row is being written while the run starts: its writes wait for
+  /// (row_atom, row) and go then, in order; row 0 (the write failed) fails the run.
+  bool row_pending = false;
   storage::row_id conversation_row = 0;
   agent_settings agent;
   /// The agent's provider, resolved (base URL, key, deadlines, retry policy).
@@ -121,13 +126,16 @@ using run_event_sink = caf::typed_actor<caf::reacts_to<event_atom, run_event>>;
 ///   (cancel_atom)                 cancels every in-flight LLM stream and tool call
 ///                                 (sandboxed processes are killed); ends as cancelled
 ///   (steer_atom, text)            adds a user message to the next LLM round
+///   (row_atom, row)               the run row of a run started with `row_pending` is
+///                                 written (row 0: it could not be; the run fails)
 /// Sent by the run to itself (not for others):
 ///   (deadline_atom)               the run's deadline (`agent.timeout`) passed
 ///   (delta_atom, round, text)     streamed text of an LLM round, from its coroutine
 ///   (io_done_atom, io_completion) a coroutine started through the bridge finished
 using run_actor =
     caf::typed_actor<caf::replies_to<run_atom>::with<run_result>, caf::reacts_to<cancel_atom>,
-                     caf::reacts_to<steer_atom, std::string>, caf::reacts_to<deadline_atom>,
+                     caf::reacts_to<steer_atom, std::string>,
+                     caf::reacts_to<row_atom, storage::row_id>, caf::reacts_to<deadline_atom>,
                      caf::reacts_to<delta_atom, int, std::string>, io_completion_handler>;
 
 /// Spawns a run actor; it starts when it receives `run_atom`. `subscriber` (may be

@@ -65,6 +65,7 @@ public:
                                                 std::string run_id) override;
   std::optional<found_live_run> find_run(const std::string& run_id) const override;
   std::chrono::milliseconds run_timeout(const storage::agent_record& agent) const override;
+  std::string new_conversation_id() const override;
   /// Drops the chat service; later calls fail as unavailable.
   void close();
 

@@ -13,12 +13,14 @@
 #include <memory>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include <boost/asio/awaitable.hpp>
 
 #include "troupe/actors/journal_entry.hpp"
 #include "troupe/actors/run_result.hpp"
 #include "troupe/net/http_server.hpp"
+#include "troupe/runtime/crypto.hpp"
 #include "troupe/runtime/error.hpp"
 #include "troupe/storage/records.hpp"
 
@@ -36,6 +38,14 @@ struct chat_submission {
   /// id and row, already stored with its message. Empty and 0 for a new message.
   std::string run_id;
   storage::row_id run_row = 0;
+  /// Set when `conversation` was created for this message, with its history as stored:
+  /// the conversation then loads from these (its agent row and history) instead of
+  /// being read back from the database.
+  struct fresh_conversation {
+    storage::agent_record agent;
+    std::vector<chat_message> history;
+  };
+  std::optional<fresh_conversation> fresh;
 };
 
 /// What actors/ keeps of a run behind a ticket (its journal, the conversation that took
@@ -94,6 +104,11 @@ public:
 
   /// How long a run of `agent` may take (its `limits.timeout_s`, else the default).
   virtual std::chrono::milliseconds run_timeout(const storage::agent_record& agent) const = 0;
+  /// A new conversation id. Where the node runs on shards, one whose home is the calling
+  /// thread's shard, so a conversation created by a request runs where it is served.
+  virtual std::string new_conversation_id() const {
+    return new_uuid();
+  }
 };
 
 } // namespace troupe::actors
