@@ -202,7 +202,11 @@ chat_service::conversation_spec_from(const storage::conversation_record& convers
   spec.io = options_.io;
   spec.history_limit = options_.history_messages;
   spec.history = std::move(history);
-  spec.idle_ttl = options_.idle_ttl;
+  // An ephemeral conversation (one OpenAI-compatible request) is rarely continued: it
+  // leaves memory a second after its last turn, and a continuation loads it again.
+  spec.idle_ttl = conversation.ephemeral
+                      ? std::min(options_.idle_ttl, std::chrono::milliseconds(1000))
+                      : options_.idle_ttl;
   spec.owner_user = conversation.owner_user_id;
   spec.files_dir = options_.data_dir / "files";
   return spec;
@@ -288,6 +292,7 @@ asio::awaitable<expected<submitted_run>> chat_service::submit(chat_submission su
   jo.max_retained = options_.max_retained_runs;
   jo.final_data = std::move(submission.final_data);
   jo.directory = directory_;
+  jo.awaited = submission.awaited;
   if (options_.writer) {
     jo.writer = options_.writer;
   }

@@ -24,6 +24,10 @@ struct journal_state {
   std::vector<journal_entry> entries;
   std::vector<journal_sink_actor> sinks;
   std::vector<caf::response_promise> waiting;
+  /// The submitter's wait has not arrived yet (options.awaited): expiry is put off.
+  bool wait_owed = false;
+  /// An expiry was put off for that wait: leave once it is answered.
+  bool expiry_due = false;
   conversation_actor conversation;
   run_status_view view;
   bool finished = false;
@@ -142,6 +146,12 @@ void retire(journal_self self) {
   }
   self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(st.options.retention),
                      expire_atom::value);
+  if (st.wait_owed) {
+    self->delayed_send(self,
+                       std::chrono::duration_cast<caf::timespan>(
+                           std::max(st.options.retention, st.options.awaited_grace)),
+                       expire_atom::value, true);
+  }
 }
 
 void finish(journal_self self, run_result result) {
@@ -167,6 +177,9 @@ void finish(journal_self self, run_result result) {
   append(self, "done", data);
   append(self, "", "[DONE]", true);
   st.view.result = result;
+  if (!st.waiting.empty()) {
+    st.wait_owed = false;
+  }
   for (auto& promise : st.waiting) {
     promise.deliver(result);
   }
@@ -181,6 +194,7 @@ void finish(journal_self self, run_result result) {
 
 run_journal_actor::behavior_type journal_behavior(journal_self self, journal_options options) {
   self->state.options = std::move(options);
+  self->state.wait_owed = self->state.options.awaited;
   // The state is gone when attached functors run: what it holds is counted here too.
   self->attach_functor([held = self->state.held, dir = self->state.options.directory,
                         id = self->state.options.run_id, address = self->address()] {
@@ -261,13 +275,25 @@ run_journal_actor::behavior_type journal_behavior(journal_self self, journal_opt
       [self](wait_atom) -> caf::result<run_result> {
         auto& st = self->state;
         if (st.view.result) {
+          st.wait_owed = false;
+          if (st.expiry_due) {
+            self->send(self, expire_atom::value);
+          }
           return *st.view.result;
         }
         st.waiting.push_back(self->make_response_promise());
         return caf::delegated<run_result>{};
       },
       [self](get_atom) -> run_status_view { return self->state.view; },
-      [self](expire_atom) { self->quit(); },
+      [self](expire_atom) {
+        auto& st = self->state;
+        if (st.wait_owed) {
+          st.expiry_due = true;
+          return;
+        }
+        self->quit();
+      },
+      [self](expire_atom, bool) { self->quit(); },
       [self](persist_atom) {
         auto& st = self->state;
         st.persist_queued = false;

@@ -254,7 +254,8 @@ struct started_chat {
 /// Parses {agent, message, conversation_id}, resolves the target and submits.
 asio::awaitable<expected<started_chat>> start_chat(state_ptr state, request_context& ctx,
                                                    api_caller caller,
-                                                   std::optional<http_response>& answer) {
+                                                   std::optional<http_response>& answer,
+                                                   bool awaited) {
   json_body body(ctx.request().body);
   body.only({"agent", "message", "conversation_id", "files"});
   auto agent_name = body.text("agent", false, 256);
@@ -351,6 +352,7 @@ asio::awaitable<expected<started_chat>> start_chat(state_ptr state, request_cont
   if (created_now) {
     submission.fresh = actors::chat_submission::fresh_conversation{*agent, {}};
   }
+  submission.awaited = awaited;
   submission.final_data = [state, id = conversation.uuid, demo](const actors::run_result& r) {
     return run_outcome_json(*state, id, demo, r);
   };
@@ -365,12 +367,12 @@ asio::awaitable<expected<started_chat>> start_chat(state_ptr state, request_cont
 
 /// `start_chat`, or the answer that refuses it (no chat service, bad request, …).
 asio::awaitable<std::variant<started_chat, http_response>>
-begin_chat(state_ptr state, request_context& ctx, api_caller caller) {
+begin_chat(state_ptr state, request_context& ctx, api_caller caller, bool awaited = false) {
   if (!state->chat) {
     co_return no_chat();
   }
   std::optional<http_response> answer;
-  auto pending = start_chat(state, ctx, caller, answer);
+  auto pending = start_chat(state, ctx, caller, answer, awaited);
   auto started = co_await std::move(pending);
   if (!started) {
     co_return answer ? std::move(*answer) : error_response(started.error());
@@ -379,7 +381,8 @@ begin_chat(state_ptr state, request_context& ctx, api_caller caller) {
 }
 
 asio::awaitable<http_response> chat(state_ptr state, request_context& ctx, api_caller caller) {
-  auto beginning = begin_chat(state, ctx, caller);
+  // Answered when the run ends: its journal stays for this wait.
+  auto beginning = begin_chat(state, ctx, caller, true);
   auto begun = co_await std::move(beginning);
   if (auto* refused = std::get_if<http_response>(&begun)) {
     co_return std::move(*refused);

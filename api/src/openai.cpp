@@ -408,6 +408,8 @@ asio::awaitable<http_response> completions(state_ptr state, request_context& ctx
   submission.user_id = caller.user_id;
   submission.conversation = *conversation;
   submission.text = in.objective;
+  // A whole (not streamed) answer waits for the run: its journal stays for that wait.
+  submission.awaited = !in.stream;
   if (created_now) {
     submission.fresh = actors::chat_submission::fresh_conversation{*agent, std::move(in.history)};
   }

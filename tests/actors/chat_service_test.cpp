@@ -274,6 +274,40 @@ TEST_CASE("a run's model call does not wait for its message's commit, but its an
   CHECK_FALSE(must(storage::list_steps(w.db.db, row.id)).empty());
 }
 
+TEST_CASE("a run submitted to be waited for is answered even when it ended first and its "
+          "journal keeps nothing",
+          "[actors][chat_service]") {
+  // Retention 0: a finished journal leaves as soon as its entries are durable.
+  chat_world w(R"([{"match":{"user":"quick"},"reply":{"text":"done already"}}])", 10min, 0ms);
+  const auto submit = [&](bool awaited) {
+    actors::chat_submission s;
+    s.user_id = w.user;
+    s.conversation = w.conversation;
+    s.text = "quick";
+    s.awaited = awaited;
+    boost::asio::io_context io;
+    auto submitted = run_until_done(io, w.chat->submit(std::move(s)));
+    REQUIRE(submitted);
+    return *submitted;
+  };
+  const auto finished = [&](const std::string& run_id) {
+    auto row = storage::find_run_by_uuid(w.db.db, run_id);
+    return row && row->status == storage::run_status::succeeded;
+  };
+  // Not waited for: the journal leaves once the run is over.
+  auto unwaited = submit(false);
+  CHECK(wait_until([&] { return finished(unwaited.run_id); }, 10s));
+  CHECK(wait_until([&] { return !w.chat->find_run(unwaited.run_id); }, 10s));
+  // Waited for, the wait arriving only after the run ended and its rows are durable: the
+  // journal stayed for it, answers, and leaves then.
+  auto waited = submit(true);
+  CHECK(wait_until([&] { return finished(waited.run_id); }, 10s));
+  auto r = w.wait(waited.journal);
+  CHECK(r.status == storage::run_status::succeeded);
+  CHECK(r.text == "done already");
+  CHECK(wait_until([&] { return !w.chat->find_run(waited.run_id); }, 10s));
+}
+
 TEST_CASE("a message that cannot be stored is refused, never acknowledged",
           "[actors][chat_service][durable]") {
   // A writer without a database fails every write.

@@ -71,7 +71,10 @@ using journal_sink_actor = caf::typed_actor<caf::reacts_to<entry_atom, journal_e
 ///                                           death before the run ends fails the run
 ///                                           here, so no subscriber waits forever
 ///   (expire_atom)                           leave now (the journal's retention timer,
-///                                           or the directory evicting the oldest)
+///                                           or the directory evicting the oldest) —
+///                                           unless a caller that submitted the run to
+///                                           wait for it has not asked yet (`awaited`)
+///   (expire_atom, true)                     leave now, waited for or not
 ///   (persist_atom)                          internal: store the entries gathered
 /// It is a `turn_observer`: a turn_request can name it.
 using run_journal_actor =
@@ -80,7 +83,7 @@ using run_journal_actor =
                      caf::replies_to<wait_atom>::with<run_result>,
                      caf::replies_to<get_atom>::with<run_status_view>,
                      caf::reacts_to<watch_atom, conversation_actor>, caf::reacts_to<expire_atom>,
-                     caf::reacts_to<persist_atom>>;
+                     caf::reacts_to<expire_atom, bool>, caf::reacts_to<persist_atom>>;
 
 /// The live journals by run id, with each run's owner, and the bytes their entries hold.
 /// Thread-safe. Past `max_bytes` (`api.journal_max_bytes`, across all journals) the
@@ -153,6 +156,11 @@ struct journal_options {
   std::shared_ptr<run_directory> directory;
   /// Where the entries are stored (`run_events`); none: they live in memory only.
   std::optional<store_writer_actor> writer;
+  /// The submitter will ask for the result (wait_atom) right after submitting: the
+  /// journal stays until it has, however short the retention (a run that finishes first
+  /// is still answered), for `awaited_grace` at most.
+  bool awaited = false;
+  std::chrono::milliseconds awaited_grace{std::chrono::minutes(1)};
 };
 
 run_journal_actor spawn_run_journal(caf::actor_system& system, journal_options options);

@@ -46,6 +46,9 @@ struct chat_submission {
     std::vector<chat_message> history;
   };
   std::optional<fresh_conversation> fresh;
+  /// The caller waits for the result (`wait`) right after submitting: the run's journal
+  /// stays for that wait even when it would leave at once (`api.run_retention_ms=0`).
+  bool awaited = false;
 };
 
 /// What actors/ keeps of a run behind a ticket (its journal, the conversation that took
