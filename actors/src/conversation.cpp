@@ -50,17 +50,14 @@ struct conversation_state {
   conversation_spec spec;
   std::vector<chat_message> history;
   std::vector<run_event_sink> subscribers;
-  /// The active run; invalid while its row is written (`launching`) and between runs.
+  /// The active run (launched with its turn, also while the turn's row is written);
+  /// invalid between runs.
   run_actor current;
-  /// A turn has started but its run does not exist yet (the run row is being written).
-  bool launching = false;
   pending_turn current_turn;
   std::deque<pending_turn> queue;
   std::uint64_t activity = 0;
   std::uint64_t turns = 0;
   std::uint64_t arrivals = 0;
-  /// The current turn was cancelled before its run existed.
-  bool cancel_on_launch = false;
 };
 
 /// Whether this conversation writes its runs and messages.
@@ -70,9 +67,9 @@ bool stores(const conversation_state& st) {
 
 using conversation_self = homed_typed_actor<conversation_state, conversation_actor>*;
 
-/// A turn is under way (its run exists or is being launched).
+/// A turn is under way (its run exists).
 bool busy(const conversation_state& st) {
-  return st.launching || st.current;
+  return static_cast<bool>(st.current);
 }
 
 void start_next(conversation_self self);
@@ -247,12 +244,7 @@ void launch(conversation_self self) {
   spec.io = st.spec.io;
   // On the conversation's shard: the run's LLM transfers and tool calls use its client.
   spec.io.http = spec.io.http_here();
-  st.launching = false;
   st.current = spawn_run(self->system(), std::move(spec), caf::actor_cast<run_event_sink>(self));
-  if (st.cancel_on_launch) {
-    st.cancel_on_launch = false;
-    self->send(st.current, cancel_atom::value);
-  }
   const auto limit = std::chrono::duration_cast<caf::timespan>(st.spec.agent.timeout) +
                      std::chrono::duration_cast<caf::timespan>(run_grace);
   self->request(st.current, limit, run_atom::value)
@@ -274,13 +266,12 @@ void start_next(conversation_self self) {
   ++st.turns;
 
   ++st.activity;
-  st.launching = true;
   launch(self);
 }
 
 /// The turn of `run_id` (current or queued), or null.
 pending_turn* find_turn(conversation_state& st, const std::string& run_id) {
-  if ((st.launching || st.current) && st.current_turn.run_id == run_id) {
+  if (st.current && st.current_turn.run_id == run_id) {
     return &st.current_turn;
   }
   for (auto& t : st.queue) {
@@ -292,7 +283,8 @@ pending_turn* find_turn(conversation_state& st, const std::string& run_id) {
 }
 
 /// The accept write of `run_id`'s turn committed with row `row` (or failed with
-/// `failure`): the turn may launch, or it fails without ever running.
+/// `failure`): the current turn's run learns its row; a queued turn keeps it for its
+/// launch, or fails without ever running.
 void on_turn_stored(conversation_self self, const std::string& run_id, storage::row_id row,
                     std::optional<std::string> failure) {
   auto& st = self->state;
@@ -309,8 +301,7 @@ void on_turn_stored(conversation_self self, const std::string& run_id, storage::
   }
   turn->storing = false;
   turn->run_row = failure ? 0 : row;
-  const bool is_current = turn == &st.current_turn;
-  if (is_current && st.current) {
+  if (turn == &st.current_turn) {
     // The run started while its row was written: it learns the row (0: it fails, and its
     // result ends the turn).
     turn->store_failure = failure;
@@ -324,12 +315,6 @@ void on_turn_stored(conversation_self self, const std::string& run_id, storage::
   r.run_id = run_id;
   r.status = storage::run_status::failed;
   r.error = fmt::format("the message was not stored, so it did not run: {}", *failure);
-  if (is_current) {
-    st.launching = false;
-    st.cancel_on_launch = false;
-    end_turn(self, std::move(r));
-    return;
-  }
   deliver_turn(self, *turn, r);
   std::erase_if(st.queue, [&](const pending_turn& t) { return t.run_id == run_id; });
 }
@@ -423,10 +408,7 @@ void accept(conversation_self self, pending_turn turn,
     st.queue.push_back(std::move(turn));
     start_next(self);
   } else {
-    // While the run row is being written there is no run to steer or interrupt yet.
-    const bool run_exists = !st.launching;
-    const auto policy =
-        run_exists && !turn.recovered ? st.spec.agent.queue : queue_policy::followup;
+    const auto policy = turn.recovered ? queue_policy::followup : st.spec.agent.queue;
     const auto join = [](pending_turn& into, pending_turn& from) {
       into.text += "\n\n" + from.text;
       for (auto& w : from.waiting) {
@@ -516,11 +498,7 @@ conversation_actor::behavior_type conversation_behavior(conversation_self self,
       [self](cancel_atom, const std::string& run_id) -> bool {
         auto& st = self->state;
         if (busy(st) && st.current_turn.run_id == run_id) {
-          if (st.launching) {
-            st.cancel_on_launch = true;
-          } else {
-            self->send(st.current, cancel_atom::value);
-          }
+          self->send(st.current, cancel_atom::value);
           return true;
         }
         for (auto it = st.queue.begin(); it != st.queue.end(); ++it) {
