@@ -194,6 +194,7 @@ chat_service::conversation_spec_from(const storage::conversation_record& convers
   spec.conversation_row = conversation.id;
   spec.agent_row = agent.id;
   spec.agent = std::move(*settings);
+  spec.agent.history_max_tokens = options_.history_max_tokens;
   spec.provider = std::move(config);
   // Created by the first tool that uses it (workspace::open), on the blocking pool: a
   // conversation that never touches a file costs no directory.
@@ -201,6 +202,7 @@ chat_service::conversation_spec_from(const storage::conversation_record& convers
   spec.tool_timeout = options_.tool_timeout;
   spec.io = options_.io;
   spec.history_limit = options_.history_messages;
+  spec.max_pending = options_.max_pending;
   spec.history = std::move(history);
   // An ephemeral conversation (one OpenAI-compatible request) is rarely continued: it
   // leaves memory a second after its last turn, and a continuation loads it again.
@@ -324,6 +326,7 @@ asio::awaitable<expected<submitted_run>> chat_service::submit(chat_submission su
 
   const auto& shard = registry_->shard_for(out.conversation_id);
   std::string last_error = "no attempt made";
+  std::optional<error> refusal;
   for (int attempt = 0; attempt < hand_over_attempts; ++attempt) {
     auto looked_up = ask<conversation_actor>(system_, shard, hand_over_timeout, get_atom::value,
                                              out.conversation_id);
@@ -344,6 +347,13 @@ asio::awaitable<expected<submitted_run>> chat_service::submit(chat_submission su
       co_return out;
     }
     last_error = accepted.error().message;
+    if (accepted.error().code == errc::limit_exceeded ||
+        accepted.error().code == errc::overloaded) {
+      // Refused by a bound (actors.max_pending, storage.writer_max_queue): nothing was
+      // stored; the caller says so.
+      refusal = accepted.error();
+      break;
+    }
     if (accepted.error().code != errc::unavailable) {
       break;
     }
@@ -356,6 +366,9 @@ asio::awaitable<expected<submitted_run>> chat_service::submit(chat_submission su
   caf::anon_send_exit(out.journal, caf::exit_reason::user_shutdown);
   directory_->remove(out.run_id);
   forget_prepared(out.conversation_id);
+  if (refusal) {
+    co_return tl::unexpected(std::move(*refusal));
+  }
   co_return fail(errc::unavailable, fmt::format("conversation {} did not take the message: {}",
                                                 out.conversation_id, last_error));
 }

@@ -44,6 +44,8 @@ struct pending_turn {
   std::optional<std::string> store_failure;
   /// Recovered at start: stored already, and queued as a follow-up under any policy.
   bool recovered = false;
+  /// The user messages this turn carries (more than one once others joined it).
+  std::size_t messages = 1;
 };
 
 struct conversation_state {
@@ -73,6 +75,31 @@ bool busy(const conversation_state& st) {
 }
 
 void start_next(conversation_self self);
+
+/// Messages waiting for a run: every queued turn's, and those that joined the active
+/// run to steer it (counted until that run ends).
+std::size_t pending_messages(const conversation_state& st) {
+  std::size_t n = busy(st) ? st.current_turn.messages - 1 : 0;
+  for (const auto& t : st.queue) {
+    n += t.messages;
+  }
+  return n;
+}
+
+/// Why a new message cannot wait now, when `actors.max_pending` messages already do.
+std::optional<error> pending_refusal(const conversation_state& st) {
+  if (st.spec.max_pending == 0 || !busy(st)) {
+    return std::nullopt;
+  }
+  const auto pending = pending_messages(st);
+  if (pending < st.spec.max_pending) {
+    return std::nullopt;
+  }
+  return error{errc::limit_exceeded,
+               fmt::format("conversation {} has {} pending messages (actors.max_pending); retry "
+                           "once its runs have caught up",
+                           st.spec.id, pending)};
+}
 
 void remember(conversation_self self, chat_message m) {
   auto& st = self->state;
@@ -319,6 +346,17 @@ void on_turn_stored(conversation_self self, const std::string& run_id, storage::
   std::erase_if(st.queue, [&](const pending_turn& t) { return t.run_id == run_id; });
 }
 
+/// Counts the write of a message about to be taken against the store writer's backlog
+/// (`storage.writer_max_queue`); why it cannot be taken when the backlog is full.
+/// `store_turn` releases the count when the writer answers.
+std::optional<error> admit_store(conversation_state& st, bool recovered) {
+  const auto& backlog = st.spec.io.writer_backlog;
+  if (!stores(st) || recovered || !backlog || backlog->try_admit()) {
+    return std::nullopt;
+  }
+  return backlog->overloaded();
+}
+
 /// Stores the user's message in one write: with a new run row (queued) for `run_id`, or,
 /// when `joins` names a run that takes it (steer, collect), on that run's row. `ack` is
 /// answered once the write committed, so an acknowledged message is never lost.
@@ -368,6 +406,9 @@ void store_turn(conversation_self self, const std::string& run_id, const std::st
   const bool new_row = joins.empty();
   auto done = [self, run_id, new_row, ack](std::optional<std::string> failure,
                                            storage::row_id id) mutable {
+    if (const auto& backlog = self->state.spec.io.writer_backlog) {
+      backlog->done(); // counted by admit_store when the message was taken
+    }
     if (new_row) {
       on_turn_stored(self, run_id, id, failure);
     }
@@ -411,6 +452,7 @@ void accept(conversation_self self, pending_turn turn,
     const auto policy = turn.recovered ? queue_policy::followup : st.spec.agent.queue;
     const auto join = [](pending_turn& into, pending_turn& from) {
       into.text += "\n\n" + from.text;
+      into.messages += from.messages;
       for (auto& w : from.waiting) {
         into.waiting.push_back(std::move(w));
       }
@@ -475,6 +517,12 @@ conversation_actor::behavior_type conversation_behavior(conversation_self self,
   });
   return {
       [self](send_atom, std::string& text) -> caf::result<run_result> {
+        if (auto refused = pending_refusal(self->state)) {
+          return to_caf_error(*refused);
+        }
+        if (auto refused = admit_store(self->state, false)) {
+          return to_caf_error(*refused);
+        }
         pending_turn turn;
         turn.text = std::move(text);
         turn.waiting.push_back(self->make_response_promise());
@@ -482,6 +530,15 @@ conversation_actor::behavior_type conversation_behavior(conversation_self self,
         return caf::delegated<run_result>{};
       },
       [self](send_atom, turn_request& request) -> caf::result<bool> {
+        if (request.run_row == 0) {
+          // Refused before anything is stored: the caller has not acknowledged it.
+          if (auto refused = pending_refusal(self->state)) {
+            return to_caf_error(*refused);
+          }
+        }
+        if (auto refused = admit_store(self->state, request.run_row != 0)) {
+          return to_caf_error(*refused);
+        }
         pending_turn turn;
         turn.text = std::move(request.text);
         turn.run_id = std::move(request.run_id);

@@ -170,6 +170,8 @@ struct node::impl {
   // the routes may outlive the server object in handlers the stopped io_context never
   // ran).
   std::shared_ptr<store_writer_facade> store_facade;
+  /// The store writer's back-pressure (`storage.writer_max_queue`).
+  std::shared_ptr<write_backlog> writer_backlog;
   std::shared_ptr<health_actor_facade> health_facade;
   std::shared_ptr<chat_service_facade> chat_facade;
   // Agent runs: the LLM client (on its own strand of the io_context), or one per shard,
@@ -432,6 +434,11 @@ expected<endpoint> node::start() {
   d.store_writer =
       spawn_store_writer(*d.system, std::move(d.db_writer),
                          {d.config.storage.group_commit, d.config.storage.group_commit_max});
+  d.writer_backlog = std::make_shared<write_backlog>(d.config.storage.writer_max_queue);
+  d.metrics.gauge_callback(
+      "troupe_store_writer_admitted_waiting",
+      "Writes admitting new work that wait for the store writer",
+      [backlog = d.writer_backlog] { return static_cast<double>(backlog->waiting()); });
   d.metrics.gauge_callback(
       "troupe_actors_live", "Actors alive in the actor system",
       [sys = d.system.get()] { return static_cast<double>(sys->registry().running()); });
@@ -480,6 +487,7 @@ expected<endpoint> node::start() {
     chat_options.io.http = d.http.get();
   }
   chat_options.writer = d.store_writer;
+  chat_options.io.writer_backlog = d.writer_backlog;
   chat_options.reads = d.db_reads;
   d.catalog_rows = std::make_shared<storage::catalog_cache>(d.db_reads);
   chat_options.catalog = d.catalog_rows;
@@ -492,6 +500,8 @@ expected<endpoint> node::start() {
   chat_options.data_dir = d.config.data_dir;
   chat_options.idle_ttl = d.config.actors.conversation_idle;
   chat_options.history_messages = d.config.actors.history_messages;
+  chat_options.max_pending = d.config.actors.max_pending;
+  chat_options.history_max_tokens = d.config.actors.history_max_tokens;
   chat_options.tool_timeout = d.config.tools.timeout;
   chat_options.retention = d.config.api.run_retention;
   chat_options.journal_max_bytes = d.config.api.journal_max_bytes;
@@ -507,7 +517,8 @@ expected<endpoint> node::start() {
                    }
                  });
 
-  d.store_facade = std::make_shared<store_writer_facade>(*d.system, d.store_writer);
+  d.store_facade =
+      std::make_shared<store_writer_facade>(*d.system, d.store_writer, d.writer_backlog);
   d.health_facade = std::make_shared<health_actor_facade>(*d.system, d.health);
   d.chat_facade = std::make_shared<chat_service_facade>(d.chat);
   net::router routes;

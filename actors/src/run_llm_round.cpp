@@ -187,6 +187,7 @@ void next_round(run_self self) {
   input.budget.context_window =
       st.spec.agent.context_window != 0 ? st.spec.agent.context_window : default_context_window;
   input.budget.reserved_tokens = st.tool_tokens;
+  input.budget.history_max_tokens = st.spec.agent.history_max_tokens;
   auto assembled = prompt::assemble_prompt(input);
   if (assembled.dropped_messages != st.dropped_messages) {
     st.dropped_messages = assembled.dropped_messages;

@@ -6,8 +6,9 @@
 
 namespace troupe::actors {
 
-store_writer_facade::store_writer_facade(caf::actor_system& system, store_writer_actor writer)
-    : system_(system), writer_(std::move(writer)) {}
+store_writer_facade::store_writer_facade(caf::actor_system& system, store_writer_actor writer,
+                                         std::shared_ptr<write_backlog> backlog)
+    : system_(system), writer_(std::move(writer)), backlog_(std::move(backlog)) {}
 
 store_writer_actor store_writer_facade::writer() const {
   std::lock_guard lock(mutex_);
@@ -21,8 +22,17 @@ boost::asio::awaitable<expected<std::int64_t>> store_writer_facade::write(storag
   }
   // Awaited as a named value: GCC 12 destroys some temporaries of a co_await
   // full-expression twice.
+  // Refused before it is sent: the caller has acknowledged nothing yet.
+  auto backlog = backlog_;
+  if (backlog && !backlog->try_admit()) {
+    co_return tl::unexpected(backlog->overloaded());
+  }
   auto pending = actors::write(system_, std::move(to), std::move(op), store_write_timeout);
-  co_return co_await std::move(pending);
+  auto done = co_await std::move(pending);
+  if (backlog) {
+    backlog->done();
+  }
+  co_return done;
 }
 
 void store_writer_facade::close() {

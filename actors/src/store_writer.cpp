@@ -4,11 +4,20 @@
 #include <utility>
 #include <vector>
 
+#include <fmt/format.h>
+
 #include "troupe/actors/bridge.hpp"
 #include "troupe/actors/shard_scheduler.hpp"
 #include "troupe/storage/batch.hpp"
 
 namespace troupe::actors {
+
+error write_backlog::overloaded() const {
+  return error{errc::overloaded,
+               fmt::format("storage is overloaded: {} writes are waiting for the database "
+                           "(storage.writer_max_queue = {}); retry shortly",
+                           waiting(), max_queue_)};
+}
 
 namespace {
 

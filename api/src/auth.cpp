@@ -45,10 +45,24 @@ net::http_response unauthorized(std::string_view message) {
 // outlives the lambda that started it.
 boost::asio::awaitable<net::http_response> run_guarded(std::shared_ptr<api_state> state,
                                                        api_access access, api_handler handler,
+                                                       bool charge_address,
                                                        net::request_context& ctx) {
   const auto token = bearer_token(ctx.request());
+  const auto address = ctx.remote_address();
   net::http_response response;
-  if (token.empty()) {
+  auto* by_address = state->address_limits.get();
+  if (auto address_wait = by_address ? by_address->retry_after(address) : std::nullopt) {
+    // Before the token is looked up: an address out of attempts learns nothing about the
+    // token it sends.
+    response = net::http_response::error(
+        429, "rate_limited",
+        fmt::format("too many requests without a valid token from this address; retry in {} s",
+                    *address_wait));
+    response.headers.push_back({"Retry-After", std::to_string(*address_wait)});
+  } else if (token.empty()) {
+    if (by_address) {
+      by_address->charge(address);
+    }
     response = unauthorized("this route needs an 'Authorization: Bearer <token>' header");
   } else {
     // The hash is looked up (not the token): equal hashes are found by the index, and
@@ -63,6 +77,9 @@ boost::asio::awaitable<net::http_response> run_guarded(std::shared_ptr<api_state
         ctx.log().error("token lookup failed: {}", found.error().message);
         response = net::http_response::error(503, "unavailable", "cannot check the token now");
       } else {
+        if (by_address) {
+          by_address->charge(address);
+        }
         response = unauthorized("unknown or revoked token");
       }
     } else {
@@ -78,6 +95,9 @@ boost::asio::awaitable<net::http_response> run_guarded(std::shared_ptr<api_state
             429, "rate_limited", fmt::format("too many requests; retry in {} s", *wait));
         response.headers.push_back({"Retry-After", std::to_string(*wait)});
       } else {
+        if (charge_address && by_address) {
+          by_address->charge(address);
+        }
         // Awaited as a named value: GCC 12 mishandles temporaries in co_await expressions.
         auto pending = handler(ctx, caller);
         response = co_await std::move(pending);
@@ -107,10 +127,91 @@ std::optional<long> rate_limiter::take(storage::row_id token_id) {
   return std::max(1L, static_cast<long>(std::ceil((1.0 - b.level) / rate_)));
 }
 
+namespace {
+
+/// The bucket key of a client address: 4 bytes for IPv4 (mapped IPv6 included), the
+/// /64 prefix (8 bytes) for IPv6.
+std::string address_key(const boost::asio::ip::address& address) {
+  if (address.is_v4()) {
+    const auto b = address.to_v4().to_bytes();
+    return std::string(b.begin(), b.end());
+  }
+  if (address.is_v6()) {
+    const auto v6 = address.to_v6();
+    if (v6.is_v4_mapped()) {
+      const auto b = boost::asio::ip::make_address_v4(boost::asio::ip::v4_mapped, v6).to_bytes();
+      return std::string(b.begin(), b.end());
+    }
+    const auto b = v6.to_bytes();
+    return "6" + std::string(b.begin(), b.begin() + 8);
+  }
+  return {};
+}
+
+} // namespace
+
+address_limiter::address_limiter(double rate, double burst, std::size_t max_addresses)
+    : rate_(rate), burst_(burst), max_addresses_(std::max<std::size_t>(1, max_addresses)) {}
+
+address_limiter::bucket& address_limiter::touch(const std::string& key,
+                                                std::chrono::steady_clock::time_point now) {
+  if (auto it = buckets_.find(key); it != buckets_.end()) {
+    order_.splice(order_.begin(), order_, it->second);
+    auto& b = *it->second;
+    const std::chrono::duration<double> elapsed = now - b.last;
+    b.level = std::min(burst_, b.level + elapsed.count() * rate_);
+    b.last = now;
+    return b;
+  }
+  if (buckets_.size() >= max_addresses_) {
+    buckets_.erase(order_.back().key);
+    order_.pop_back();
+  }
+  order_.push_front(bucket{key, burst_, now});
+  buckets_.emplace(key, order_.begin());
+  return order_.front();
+}
+
+std::optional<long> address_limiter::retry_after(const boost::asio::ip::address& address) {
+  const auto key = address_key(address);
+  std::lock_guard lock(mutex_);
+  auto it = buckets_.find(key);
+  if (it == buckets_.end()) {
+    return std::nullopt;
+  }
+  const auto& b = touch(key, std::chrono::steady_clock::now());
+  if (b.level >= 1.0) {
+    return std::nullopt;
+  }
+  return std::max(1L, static_cast<long>(std::ceil((1.0 - b.level) / rate_)));
+}
+
+void address_limiter::charge(const boost::asio::ip::address& address) {
+  const auto key = address_key(address);
+  std::lock_guard lock(mutex_);
+  auto& b = touch(key, std::chrono::steady_clock::now());
+  b.level = std::max(0.0, b.level - 1.0);
+}
+
+std::size_t address_limiter::size() const {
+  std::lock_guard lock(mutex_);
+  return buckets_.size();
+}
+
 net::route_handler guard(std::shared_ptr<api_state> state, api_access access, api_handler handler) {
   return [state = std::move(state), access, handler = std::move(handler)](
-             net::request_context& ctx) { return run_guarded(state, access, handler, ctx); };
+             net::request_context& ctx) { return run_guarded(state, access, handler, false, ctx); };
 }
+
+namespace {
+
+/// Routes whose every request counts against the client address's bucket, whatever its
+/// token: minting tokens.
+bool charges_address(net::http_method method, std::string_view pattern) {
+  return method == net::http_method::post && pattern == "/api/v1/tokens";
+}
+
+} // namespace
 
 void add_cors_headers(const api_settings& config, const net::http_request& request,
                       net::http_response& response) {
@@ -157,7 +258,12 @@ void add_preflight(net::router& routes, std::shared_ptr<api_state> state,
 
 void route_table::add(net::http_method method, std::string_view pattern, api_access access,
                       api_handler handler) {
-  routes_.add(method, pattern, guard(state_, access, std::move(handler)));
+  const bool charged = charges_address(method, pattern);
+  routes_.add(
+      method, pattern,
+      [state = state_, access, handler = std::move(handler), charged](net::request_context& ctx) {
+        return run_guarded(state, access, handler, charged, ctx);
+      });
   preflight(pattern);
 }
 

@@ -359,7 +359,7 @@ asio::awaitable<expected<started_chat>> start_chat(state_ptr state, request_cont
   auto pending = state->chat->submit(std::move(submission));
   auto run = co_await std::move(pending);
   if (!run) {
-    answer = error_response(run.error());
+    answer = submit_refusal(run.error());
     co_return tl::unexpected(run.error());
   }
   co_return started_chat{std::move(*run), std::move(*agent), demo};

@@ -335,8 +335,21 @@ asio::awaitable<http_response> download(state_ptr state, net::route_handler with
   std::int64_t until = 0;
   const auto [ptr, ec] = std::from_chars(expires.data(), expires.data() + expires.size(), until);
   http_response response;
-  if (ec != std::errc{} || ptr != expires.data() + expires.size() ||
-      !check_file_signature(state->link_secret, uuid, expires, sig)) {
+  auto* by_address = state->address_limits.get();
+  const auto address = ctx.remote_address();
+  if (auto wait = by_address ? by_address->retry_after(address) : std::nullopt) {
+    // A bad signature counts like a bad token: an address out of attempts is not told
+    // whether this one is good.
+    response = http_response::error(
+        429, "rate_limited",
+        fmt::format("too many requests without a valid token from this address; retry in {} s",
+                    *wait));
+    response.headers.push_back({"Retry-After", std::to_string(*wait)});
+  } else if (ec != std::errc{} || ptr != expires.data() + expires.size() ||
+             !check_file_signature(state->link_secret, uuid, expires, sig)) {
+    if (by_address) {
+      by_address->charge(address);
+    }
     response = http_response::error(403, "permission_denied", "the link's signature is invalid");
   } else if (until < unix_seconds_now()) {
     response = http_response::error(403, "permission_denied", "the link has expired");

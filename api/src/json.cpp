@@ -162,6 +162,15 @@ net::http_response not_found(std::string_view what) {
   return net::http_response::error(404, "not_found", fmt::format("no such {}", what));
 }
 
+net::http_response submit_refusal(const error& e) {
+  if (e.code != errc::limit_exceeded) {
+    return error_response(e);
+  }
+  auto r = net::http_response::error(429, "too_many_requests", e.message);
+  r.headers.push_back({"Retry-After", "1"});
+  return r;
+}
+
 net::http_response error_response(const error& e) {
   switch (e.code) {
     case errc::invalid_argument:
@@ -177,6 +186,8 @@ net::http_response error_response(const error& e) {
     case errc::timeout:
     case errc::unavailable:
       return net::http_response::error(503, "unavailable", e.message);
+    case errc::overloaded:
+      return net::http_response::error(503, "overloaded", e.message);
     default:
       return net::http_response::error(500, "internal", e.message);
   }

@@ -69,6 +69,11 @@ std::optional<net::http_response> read_page(const net::http_request& request, st
 /// The HTTP answer for a failed operation (not_found 404, conflict 409, …).
 net::http_response error_response(const error& e);
 
+/// The HTTP answer when the chat service did not take a message: 429 with Retry-After
+/// when a bound refused it (`actors.max_pending`; nothing was stored), else as
+/// `error_response`.
+net::http_response submit_refusal(const error& e);
+
 /// A row number from a path parameter: a positive integer, else nullopt.
 std::optional<storage::row_id> parse_id(std::string_view text);
 

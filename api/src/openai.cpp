@@ -419,7 +419,14 @@ asio::awaitable<http_response> completions(state_ptr state, request_context& ctx
   auto submitting = state->chat->submit(std::move(submission));
   auto run = co_await std::move(submitting);
   if (!run) {
-    co_return error_response(run.error());
+    if (run.error().code == errc::limit_exceeded) {
+      // The continued conversation has `actors.max_pending` messages waiting (OpenAI's
+      // own type for a 429, so its clients back off and retry).
+      auto refused = openai_error(429, "rate_limit_exceeded", run.error().message);
+      refused.headers.push_back({"Retry-After", "1"});
+      co_return refused;
+    }
+    co_return submit_refusal(run.error());
   }
   const auto completion_id = "chatcmpl-" + run->run_id;
   if (in.stream) {

@@ -30,6 +30,9 @@ expected<void> add_routes(net::router& routes, const actors::node_services& serv
   state->key_env = key_env_policy(config.secrets.allowed_env);
   state->limiter =
       std::make_shared<rate_limiter>(config.api.rate_per_second, config.api.rate_burst);
+  state->address_limits = std::make_shared<address_limiter>(
+      config.api.unauthenticated_rate_per_second, config.api.unauthenticated_rate_burst,
+      config.api.unauthenticated_max_addresses);
   state->demo = services.demo;
   state->run_blocking = services.run_blocking;
 

@@ -54,6 +54,9 @@ struct api_state {
   /// Which variables `api_key_ref` may name (`[secrets] allowed_env`).
   key_env_policy key_env;
   std::shared_ptr<rate_limiter> limiter;
+  /// Requests without a valid token (and token minting), per client address; null: no
+  /// such limit.
+  std::shared_ptr<address_limiter> address_limits;
   /// The embedded catalog's agent answers with the scripted demo model.
   bool demo = false;
   /// Runs a job that may block (removing files) on the node's blocking pool; empty: inline.

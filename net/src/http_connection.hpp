@@ -25,11 +25,19 @@ struct server_state;
 
 /// One accepted connection.
 struct connection {
+  static asio::ip::address peer_of(const asio::ip::tcp::socket& socket) {
+    boost::system::error_code ec;
+    auto endpoint = socket.remote_endpoint(ec);
+    return ec ? asio::ip::address{} : endpoint.address();
+  }
+
   enum class phase { idle, busy, streaming };
 
   connection(asio::ip::tcp::socket socket, server_state* owner, std::uint64_t number)
-      : stream(std::move(socket)), server(owner), id(number) {}
+      : peer(peer_of(socket)), stream(std::move(socket)), server(owner), id(number) {}
 
+  /// The client's address (unspecified when the socket could not say).
+  asio::ip::address peer;
   beast::tcp_stream stream;
   server_state* server;
   std::uint64_t id;

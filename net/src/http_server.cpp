@@ -758,6 +758,10 @@ asio::any_io_executor request_context::executor() const {
   return conn_->stream.get_executor();
 }
 
+asio::ip::address request_context::remote_address() const {
+  return conn_ ? conn_->peer : asio::ip::address{};
+}
+
 void request_context::extend_deadline(std::chrono::milliseconds from_now) {
   deadline_extension_ = steady_clock::now() + from_now;
 }

@@ -22,6 +22,8 @@ std::string_view to_string(errc e) noexcept {
       return "limit_exceeded";
     case errc::unavailable:
       return "unavailable";
+    case errc::overloaded:
+      return "overloaded";
     case errc::parse_error:
       return "parse_error";
     case errc::io_error:

@@ -274,6 +274,18 @@ const std::vector<setting_spec>& specs() {
         "actors.history_messages", "earlier messages of a conversation given to each run",
         [](settings& s) -> std::size_t& { return s.actors.history_messages; }, std::size_t{0},
         std::size_t{10'000}));
+    t.push_back(integer_spec<std::size_t>(
+        "actors.max_pending",
+        "messages one conversation lets wait for a run; one more is refused with 429 (0: no "
+        "bound)",
+        [](settings& s) -> std::size_t& { return s.actors.max_pending; }, std::size_t{0},
+        std::size_t{1'000'000}));
+    t.push_back(integer_spec<std::uint32_t>(
+        "actors.history_max_tokens",
+        "estimated tokens of a conversation's earlier turns each prompt carries; the oldest "
+        "messages go first (0: only the context window bounds them)",
+        [](settings& s) -> std::uint32_t& { return s.actors.history_max_tokens; }, std::uint32_t{0},
+        max_context_window));
     t.push_back(make_spec(
         "storage.synchronous",
         "normal (commits survive a crash) | full (commits survive power loss; slower)",
@@ -298,6 +310,11 @@ const std::vector<setting_spec>& specs() {
     t.push_back(integer_spec<unsigned>(
         "storage.read_connections", "read-only database connections in the read pool",
         [](settings& s) -> unsigned& { return s.storage.read_connections; }, 1u, 64u));
+    t.push_back(integer_spec<std::size_t>(
+        "storage.writer_max_queue",
+        "writes admitting new work that may wait for the writer; past it 503 (0: no bound)",
+        [](settings& s) -> std::size_t& { return s.storage.writer_max_queue; }, std::size_t{0},
+        std::size_t{10'000'000}));
     t.push_back(make_spec(
         "api.rate_per_second", "requests per second each token may make on average",
         [](settings& s, std::string_view text) -> expected<void> {
@@ -323,6 +340,42 @@ const std::vector<setting_spec>& specs() {
           return {};
         },
         [](const settings& s) { return fmt::format("{}", s.api.rate_burst); }));
+    t.push_back(make_spec(
+        "api.unauthenticated_rate_per_second",
+        "requests without a valid token (and token mints) per second one client address may "
+        "make on average; past it 429",
+        [](settings& s, std::string_view text) -> expected<void> {
+          auto v = parse_rate(text);
+          if (!v) {
+            return tl::unexpected(v.error());
+          }
+          s.api.unauthenticated_rate_per_second = *v;
+          return {};
+        },
+        [](const settings& s) {
+          return fmt::format("{}", s.api.unauthenticated_rate_per_second);
+        }));
+    t.push_back(make_spec(
+        "api.unauthenticated_rate_burst",
+        "requests without a valid token one client address may make at once",
+        [](settings& s, std::string_view text) -> expected<void> {
+          auto v = parse_rate(text);
+          if (!v) {
+            return tl::unexpected(v.error());
+          }
+          if (*v < 1.0) {
+            return fail(errc::invalid_argument, "must be at least 1");
+          }
+          s.api.unauthenticated_rate_burst = *v;
+          return {};
+        },
+        [](const settings& s) { return fmt::format("{}", s.api.unauthenticated_rate_burst); }));
+    t.push_back(integer_spec<std::size_t>(
+        "api.unauthenticated_max_addresses",
+        "client addresses the unauthenticated limit tracks; past it the least recent is "
+        "forgotten",
+        [](settings& s) -> std::size_t& { return s.api.unauthenticated_max_addresses; },
+        std::size_t{1}, std::size_t{10'000'000}));
     t.push_back(integer_spec<std::size_t>(
         "api.max_upload_bytes", "largest uploaded file (larger: 413)",
         [](settings& s) -> std::size_t& { return s.api.max_upload_bytes; }, std::size_t{1},

@@ -312,3 +312,58 @@ TEST_CASE("the default budget is a 128,000-token context window", "[runtime][pro
   CHECK(prompt_budget{}.context_window == 128'000);
   CHECK(default_context_window == 128'000);
 }
+
+TEST_CASE("the history window cuts earlier turns to history_max_tokens, oldest whole groups "
+          "first, keeping the system prompt and the objective",
+          "[runtime][prompt]") {
+  // Earlier turns: a long question, a tool round, three short messages | the objective.
+  std::vector<chat_message> history{user(text_of(100, 'a')),         calls({"c1"}),
+                                    result("c1", text_of(100, 'b')), assistant(text_of(10, 'c')),
+                                    user(text_of(20, 'd')),          assistant(text_of(20, 'e')),
+                                    user(text_of(500, 'f'))};
+  prompt_budget budget;
+  budget.history_max_tokens = 60;
+  auto p = assemble_prompt({"System rules.", nullptr, history, {}, budget});
+  // The newest earlier messages that fit in 60 tokens (24 + 24), cut to start at a user
+  // message; the 504-token objective stays although it alone exceeds the window's cap.
+  CHECK(contents(p.messages) == std::vector<std::string>{"System rules.", text_of(20, 'd'),
+                                                         text_of(20, 'e'), text_of(500, 'f')});
+  CHECK(p.dropped_messages == 4);
+  CHECK(p.dropped_groups == 3);
+  CHECK(p.earlier_tokens == estimate_tokens(history[4]) + estimate_tokens(history[5]));
+  CHECK(p.earlier_tokens <= 60);
+  CHECK(p.fits());
+
+  SECTION("a tool call and its result go together or stay together") {
+    // Room for the tool round and what follows it, not for the question before it.
+    budget.history_max_tokens = tokens_of({history.begin() + 1, history.begin() + 6});
+    auto q = assemble_prompt({"", nullptr, history, {}, budget});
+    const auto kept = contents(q.messages);
+    // A cut history starts at a user message, so the tool round goes with its question.
+    CHECK(kept == std::vector<std::string>{text_of(20, 'd'), text_of(20, 'e'), text_of(500, 'f')});
+    for (const auto& m : q.messages) {
+      CHECK(m.role != chat_role::tool);
+    }
+  }
+  SECTION("a cap the earlier turns fit in drops nothing") {
+    budget.history_max_tokens = tokens_of({history.begin(), history.end() - 1});
+    CHECK(assemble_prompt({"", nullptr, history, {}, budget}).dropped_messages == 0);
+  }
+  SECTION("no cap: only the window bounds the history") {
+    budget.history_max_tokens = 0;
+    CHECK(assemble_prompt({"", nullptr, history, {}, budget}).dropped_messages == 0);
+  }
+}
+
+TEST_CASE("the history window never drops the run's own rounds after the objective",
+          "[runtime][prompt]") {
+  std::vector<chat_message> history{user(text_of(50, 'a')), assistant(text_of(50, 'b')),
+                                    user(text_of(10, 'c')), calls({"r1"}),
+                                    result("r1", text_of(400, 'd'))};
+  prompt_budget budget;
+  budget.history_max_tokens = 20;
+  auto p = assemble_prompt({"", nullptr, history, std::size_t{2}, budget});
+  CHECK(contents(p.messages) ==
+        std::vector<std::string>{text_of(10, 'c'), "calls:r1", text_of(400, 'd')});
+  CHECK(p.earlier_tokens == 0);
+}

@@ -58,8 +58,28 @@ assembled_prompt assemble_prompt(const prompt_input& input) {
     out.dropped_messages += groups[k].count;
     ++out.dropped_groups;
   };
+  // The earlier history: the groups before the pinned one (all of them without one).
+  std::size_t earlier_end = groups.size();
+  for (std::size_t k = 0; k < groups.size(); ++k) {
+    if (is_pinned(groups[k])) {
+      earlier_end = k;
+      break;
+    }
+  }
+  std::size_t earlier = 0;
+  for (std::size_t k = 0; k < earlier_end; ++k) {
+    earlier += groups[k].tokens;
+  }
+  const auto cap = input.budget.history_max_tokens;
+  for (std::size_t k = 0; k < earlier_end && cap != 0 && earlier > cap; ++k) {
+    earlier -= groups[k].tokens;
+    drop(k);
+  }
   for (std::size_t k = 0; k < groups.size() && total > out.budget_tokens; ++k) {
-    if (!is_pinned(groups[k])) {
+    if (!is_pinned(groups[k]) && !dropped[k]) {
+      if (k < earlier_end) {
+        earlier -= groups[k].tokens;
+      }
       drop(k);
     }
   }
@@ -72,6 +92,9 @@ assembled_prompt assemble_prompt(const prompt_input& input) {
       }
       if (is_pinned(groups[k]) || input.history[groups[k].first].role == chat_role::user) {
         break;
+      }
+      if (k < earlier_end) {
+        earlier -= groups[k].tokens;
       }
       drop(k);
     }
@@ -86,6 +109,7 @@ assembled_prompt assemble_prompt(const prompt_input& input) {
     }
   }
   out.estimated_tokens = total;
+  out.earlier_tokens = earlier;
   return out;
 }
 

@@ -56,8 +56,13 @@ inline auto handle_io_completion() {
 /// that calls `start_io` lists it in its interface (else `start_io` does not compile).
 using io_completion_handler = caf::reacts_to<io_done_atom, io_completion>;
 
-/// Converts a CAF error into troupe's vocabulary (timeout, unavailable, …).
+/// Converts a CAF error into troupe's vocabulary (timeout, unavailable, …); an error made
+/// by `to_caf_error` comes back with its own code and message.
 error from_caf_error(const caf::error& e);
+
+/// Carries a troupe error through CAF (a response promise, a request's error handler), so
+/// that the asker gets its code and message back from `from_caf_error`.
+caf::error to_caf_error(const error& e);
 
 /// A running I/O operation started by `start_io`; `cancel` asks it to stop.
 class io_task {

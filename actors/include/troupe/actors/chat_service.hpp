@@ -48,6 +48,11 @@ struct chat_service_options {
   std::filesystem::path data_dir;
   std::chrono::milliseconds idle_ttl{std::chrono::minutes(10)};
   std::size_t history_messages = 100;
+  /// Messages a conversation lets wait for a run (`actors.max_pending`); 0: no bound.
+  std::size_t max_pending = default_max_pending;
+  /// Estimated tokens of earlier turns a round's prompt carries
+  /// (`actors.history_max_tokens`); 0: only the context window bounds them.
+  std::uint32_t history_max_tokens = 0;
   std::chrono::milliseconds tool_timeout = default_tool_timeout;
   std::chrono::milliseconds retention{std::chrono::minutes(15)};
   /// Finished runs kept for replay at most, whatever the retention (oldest go first).
@@ -79,7 +84,8 @@ public:
   chat_service& operator=(const chat_service&) = delete;
 
   /// Hands the message to its conversation. Fails when the conversation cannot be
-  /// loaded (its agent or provider is gone or invalid).
+  /// loaded (its agent or provider is gone or invalid), and with `errc::limit_exceeded`
+  /// when it already has `max_pending` messages waiting (nothing is stored then).
   boost::asio::awaitable<expected<submitted_run>> submit(chat_submission submission);
 
   /// A new conversation id homed on the calling thread's shard (any id off the shards).

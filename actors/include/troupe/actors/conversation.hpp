@@ -43,6 +43,9 @@ using done_atom = caf::atom_constant<caf::atom("done")>;
 /// The conversation's own timer: no activity since the given generation.
 using idle_atom = caf::atom_constant<caf::atom("idle")>;
 
+/// The default of `actors.max_pending`.
+inline constexpr std::size_t default_max_pending = 64;
+
 /// What a conversation needs to start runs.
 struct conversation_spec {
   /// Public conversation id.
@@ -64,6 +67,11 @@ struct conversation_spec {
   storage::row_id owner_user = 0;
   std::filesystem::path files_dir;
   std::chrono::milliseconds idle_ttl{std::chrono::minutes(10)};
+  /// Messages that may wait for a run at once (`actors.max_pending`): queued behind the
+  /// active run, merged into a queued turn or handed to the active run to steer it. One
+  /// more is refused, before it is stored or acknowledged, with `errc::limit_exceeded`
+  /// naming the limit. 0: no bound. Recovered turns are never refused.
+  std::size_t max_pending = default_max_pending;
 };
 
 /// A message for the conversation with the id its run will have and who follows it.
@@ -88,6 +96,8 @@ struct turn_request {
 ///   (send_atom, turn_request) -> bool        accepted at once; the turn's observer gets
 ///                                            its run's events and, at the end,
 ///                                            (done_atom, run_result)
+///   Either send is refused (an error that `from_caf_error` reads as
+///   `errc::limit_exceeded`) while `max_pending` messages already wait.
 ///   (cancel_atom, run_id) -> bool            cancels that run (active or queued); false
 ///                                            when it is not here
 ///   (subscribe_atom, run_event_sink)         every event of every run, from now on

@@ -83,6 +83,9 @@ struct run_io {
   std::uint64_t workspace_max_bytes = 0;
   /// Unset: nothing is persisted.
   std::optional<store_writer_actor> writer;
+  /// The writer's back-pressure: a conversation counts the write of each message it
+  /// takes here and refuses the message past the bound. Null: no bound.
+  std::shared_ptr<write_backlog> writer_backlog;
 };
 
 /// Everything one run needs.

@@ -23,7 +23,9 @@ namespace troupe::actors {
 /// Writes through the store_writer with `store_write_timeout`.
 class store_writer_facade final : public store_facade {
 public:
-  store_writer_facade(caf::actor_system& system, store_writer_actor writer);
+  /// Every write counts in `backlog` (null: no bound) and is refused as overloaded past it.
+  store_writer_facade(caf::actor_system& system, store_writer_actor writer,
+                      std::shared_ptr<write_backlog> backlog = nullptr);
   boost::asio::awaitable<expected<std::int64_t>> write(storage::write_op op) override;
   /// Drops the writer handle; later writes fail as unavailable.
   void close();
@@ -33,6 +35,7 @@ private:
   caf::actor_system& system_;
   mutable std::mutex mutex_;
   store_writer_actor writer_;
+  std::shared_ptr<write_backlog> backlog_;
 };
 
 /// Pings the health actor.

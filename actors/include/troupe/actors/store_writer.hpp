@@ -7,6 +7,7 @@
 /// batch has committed. It runs detached (its own thread), so SQLite's blocking I/O never
 /// stalls the actor scheduler. Reads do not go through it: use the read pool.
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -50,6 +51,52 @@ using store_writer_actor =
 /// How long an actor or route waits for the writer to answer a write. Generous: a write
 /// waits for its batch's commit, and a busy disk may take seconds.
 inline constexpr std::chrono::milliseconds store_write_timeout{std::chrono::seconds(30)};
+
+/// The store writer's back-pressure (`storage.writer_max_queue`): how many writes that
+/// admit new work are waiting for the writer, and how many may. Those writes are a
+/// conversation taking a message (its row and its run's) and every write through the
+/// store facade (the API's). Whoever makes one counts it here first and, past the bound,
+/// refuses the work instead of sending the write (`overloaded()`: HTTP 503 "storage is
+/// overloaded"), before anything was acknowledged; the count goes down when the writer
+/// answers. The writes of work already admitted (a run's steps, statuses, messages and
+/// journal) are never refused: their number follows the admitted work, which stops
+/// growing while the writer is behind. Thread-safe.
+class write_backlog {
+public:
+  /// `max_queue` 0: no bound.
+  explicit write_backlog(std::size_t max_queue) : max_queue_(max_queue) {}
+
+  /// Counts one write that admits work; false (counting nothing) when `max_queue` such
+  /// writes are waiting already.
+  bool try_admit() noexcept {
+    auto now = waiting_.load(std::memory_order_relaxed);
+    do {
+      if (max_queue_ != 0 && now >= max_queue_) {
+        return false;
+      }
+    } while (!waiting_.compare_exchange_weak(now, now + 1, std::memory_order_relaxed));
+    return true;
+  }
+  /// The writer answered one counted write.
+  void done() noexcept {
+    waiting_.fetch_sub(1, std::memory_order_relaxed);
+  }
+  std::size_t waiting() const noexcept {
+    return waiting_.load(std::memory_order_relaxed);
+  }
+  std::size_t max_queue() const noexcept {
+    return max_queue_;
+  }
+  /// What a refused write's caller is told (`errc::overloaded`, naming the setting).
+  error overloaded() const;
+
+private:
+  std::size_t max_queue_;
+  std::atomic<std::size_t> waiting_{0};
+};
+
+/// The default of `storage.writer_max_queue`.
+inline constexpr std::size_t default_writer_max_queue = 4096;
 
 /// Group-commit knobs (`[storage]` in the config).
 struct store_writer_options {

@@ -8,6 +8,7 @@
 #include <chrono>
 #include <filesystem>
 #include <functional>
+#include <list>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -66,6 +67,45 @@ private:
   double burst_;
   std::mutex mutex_;
   std::unordered_map<storage::row_id, bucket> buckets_;
+};
+
+/// Token buckets, one per client address, for the requests a token does not vouch for:
+/// those without a valid token (401) and token minting (`POST /api/v1/tokens`). While an
+/// address's bucket is empty, every guarded request from it is answered 429 with
+/// Retry-After before its token is looked up, so guessing tokens from one address goes at
+/// `rate` per second at most. An IPv6 address counts by its /64 prefix (one host usually
+/// holds a whole /64); an IPv4-mapped IPv6 address counts as its IPv4 address. At most
+/// `max_addresses` buckets are kept: past that the address seen least recently is
+/// forgotten (it would have refilled the soonest), so no flood of addresses grows it.
+class address_limiter {
+public:
+  address_limiter(double rate, double burst, std::size_t max_addresses);
+
+  /// While `address`'s bucket is empty: the seconds until it holds a request again (at
+  /// least 1). Takes nothing.
+  std::optional<long> retry_after(const boost::asio::ip::address& address);
+  /// Takes one request from `address`'s bucket.
+  void charge(const boost::asio::ip::address& address);
+  /// The addresses tracked now.
+  std::size_t size() const;
+
+private:
+  struct bucket {
+    std::string key;
+    double level = 0;
+    std::chrono::steady_clock::time_point last;
+  };
+  using lru_list = std::list<bucket>;
+  /// The bucket of `key`, refilled up to now and moved to the front (created full).
+  bucket& touch(const std::string& key, std::chrono::steady_clock::time_point now);
+
+  double rate_;
+  double burst_;
+  std::size_t max_addresses_;
+  mutable std::mutex mutex_;
+  /// Most recently seen first.
+  lru_list order_;
+  std::unordered_map<std::string, lru_list::iterator> buckets_;
 };
 
 struct api_state;

@@ -17,6 +17,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/ip/address.hpp>
 
 #include "troupe/net/http_message.hpp"
 #include "troupe/net/sse.hpp"
@@ -107,6 +108,8 @@ public:
   }
   /// The executor this request runs on.
   asio::any_io_executor executor() const;
+  /// The address of the client's end of the connection (unspecified when unknown).
+  asio::ip::address remote_address() const;
 
   /// Starts a chunked response; the handler's returned response is then ignored. The
   /// request deadline no longer applies; the stream runs until the producer finishes it,

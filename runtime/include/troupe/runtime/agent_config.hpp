@@ -130,6 +130,10 @@ struct agent_settings {
   queue_policy queue = queue_policy::followup;
   /// The tokens a prompt may take; 0: the provider's `context_window`.
   std::uint32_t context_window = 0;
+  /// The most estimated tokens of the conversation's earlier turns a round's prompt
+  /// carries (`actors.history_max_tokens`, set by the node for every agent); 0: only the
+  /// context window bounds them.
+  std::uint32_t history_max_tokens = 0;
 };
 
 /// The context window a run of `agent` on `provider` budgets its prompt with: the

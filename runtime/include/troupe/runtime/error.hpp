@@ -34,6 +34,8 @@ enum class errc {
   limit_exceeded,
   /// A peer (actor, server, process) is gone or not answering.
   unavailable,
+  /// A bounded backlog is full (the store writer's): nothing was done; retry later.
+  overloaded,
   /// Input from outside (network, file, model) could not be parsed.
   parse_error,
   /// An operating-system or library I/O call failed.

@@ -74,6 +74,15 @@ struct actor_settings {
   std::chrono::milliseconds conversation_idle{600'000};
   /// Earlier messages a conversation gives each run (loaded from SQLite on start).
   std::size_t history_messages = 100;
+  /// Messages one conversation lets wait for a run at once (queued behind its active
+  /// run, merged into a queued turn, or steering the active run); one more is refused
+  /// with 429 before it is stored. 0: no bound.
+  std::size_t max_pending = 64;
+  /// The most estimated tokens (prompt/token_estimate.hpp: a quarter token per
+  /// character, two thirds per CJK character) of a conversation's earlier turns that a
+  /// round's prompt carries; the oldest whole messages go first. 0: only the model's
+  /// context window bounds them.
+  std::uint32_t history_max_tokens = 32'000;
 };
 
 /// `[tools]`: how tools run.
@@ -108,6 +117,11 @@ struct storage_settings {
   std::size_t group_commit_max = 1024;
   /// Read-only connections in the read pool.
   unsigned read_connections = 4;
+  /// Writes that admit new work (a message and its run, an API write) that may wait for
+  /// the writer at once; past it such work is refused with 503 "storage is overloaded"
+  /// before anything is acknowledged. The writes of admitted work are never refused.
+  /// 0: no bound.
+  std::size_t writer_max_queue = 4096;
 };
 
 /// `[api]`: the /api/v1 surface: per-token rate limits, uploads, signed links and CORS.
@@ -116,6 +130,15 @@ struct api_settings {
   double rate_per_second = 20.0;
   /// Requests a token may make at once before the rate applies (bucket size).
   double rate_burst = 40.0;
+  /// Requests without a valid token (401, a bad signed link) and token mints one client
+  /// address may make per second on average; past it every guarded request from that
+  /// address is answered 429 with Retry-After, before its token is looked up.
+  double unauthenticated_rate_per_second = 1.0;
+  /// Such requests one address may make at once before that rate applies.
+  double unauthenticated_rate_burst = 30.0;
+  /// Client addresses tracked at most (an IPv6 address counts by its /64); past it the
+  /// address seen least recently is forgotten.
+  std::size_t unauthenticated_max_addresses = 10'000;
   /// Largest uploaded file (larger: 413). The server's body limit also applies.
   std::size_t max_upload_bytes = 1000 * 1000;
   /// How long a signed file link stays valid.

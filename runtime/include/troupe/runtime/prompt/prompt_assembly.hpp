@@ -12,7 +12,9 @@
 /// are one group and are never split), skipping the pinned message (the run's
 /// objective; by default the newest user message). The system message, the blocks and
 /// the pinned message are always kept, also when they alone exceed the budget: the
-/// result then says it does not fit and the provider decides. Pure: no I/O.
+/// result then says it does not fit and the provider decides. The earlier history (the
+/// groups before the pinned message) is also cut, the same way, to
+/// `history_max_tokens` when that is set. Pure: no I/O.
 
 #include <cstddef>
 #include <optional>
@@ -33,6 +35,10 @@ struct prompt_budget {
   /// Tokens kept free for what the request carries besides the messages (the tool
   /// definitions) and for the answer.
   std::size_t reserved_tokens = 0;
+  /// The most tokens the earlier history may take (the messages before the pinned one:
+  /// the conversation's earlier turns), whatever room the window leaves
+  /// (`actors.history_max_tokens`); 0: only the window bounds it.
+  std::size_t history_max_tokens = 0;
 
   /// The tokens left for the messages.
   std::size_t limit() const noexcept {
@@ -77,6 +83,9 @@ struct assembled_prompt {
   std::size_t dropped_messages = 0;
   std::size_t dropped_groups = 0;
   std::size_t dropped_tokens = 0;
+  /// The estimate of the earlier history that was kept (the groups before the pinned
+  /// message), which `history_max_tokens` bounds.
+  std::size_t earlier_tokens = 0;
 
   /// False when even the messages that are always kept exceed the budget.
   bool fits() const noexcept {
