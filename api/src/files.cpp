@@ -18,6 +18,7 @@
 #include "private_file.hpp"
 #include "state.hpp"
 #include "troupe/api/files.hpp"
+#include "troupe/net/multipart.hpp"
 #include "troupe/runtime/crypto.hpp"
 #include "troupe/runtime/json_writer.hpp"
 #include "troupe/runtime/run_event.hpp"
@@ -28,103 +29,6 @@
 namespace troupe::api {
 
 namespace {
-
-// One part of a multipart/form-data body.
-struct form_part {
-  std::string name;
-  std::string filename;
-  std::string content_type;
-  std::string_view data;
-};
-
-// The value of `key=` in a header's parameters ("form-data; name=\"file\""), unquoted.
-std::string header_param(std::string_view header, std::string_view key) {
-  std::size_t at = 0;
-  while ((at = header.find(key, at)) != std::string_view::npos) {
-    const bool starts = at == 0 || header[at - 1] == ';' || header[at - 1] == ' ';
-    const auto after = at + key.size();
-    if (!starts || after >= header.size() || header[after] != '=') {
-      at = after;
-      continue;
-    }
-    auto value = header.substr(after + 1);
-    if (!value.empty() && value.front() == '"') {
-      std::string out;
-      for (std::size_t i = 1; i < value.size() && value[i] != '"'; ++i) {
-        if (value[i] == '\\' && i + 1 < value.size()) {
-          ++i;
-        }
-        out.push_back(value[i]);
-      }
-      return out;
-    }
-    return std::string(value.substr(0, value.find(';')));
-  }
-  return {};
-}
-
-// Splits a multipart body (RFC 7578). Fails on a missing boundary or malformed parts.
-expected<std::vector<form_part>> parse_multipart(std::string_view content_type,
-                                                 std::string_view body) {
-  if (!net::iequals(content_type.substr(0, std::min<std::size_t>(content_type.size(), 19)),
-                    "multipart/form-data")) {
-    return fail(errc::invalid_argument, "body: must be multipart/form-data");
-  }
-  const auto boundary = header_param(content_type, "boundary");
-  if (boundary.empty() || boundary.size() > 70) {
-    return fail(errc::invalid_argument, "body: the multipart boundary is missing");
-  }
-  const auto delimiter = "--" + boundary;
-  std::vector<form_part> parts;
-  auto at = body.find(delimiter);
-  if (at == std::string_view::npos) {
-    return fail(errc::invalid_argument, "body: no multipart part found");
-  }
-  at += delimiter.size();
-  for (;;) {
-    if (body.substr(at, 2) == "--") {
-      return parts; // the closing delimiter
-    }
-    if (body.substr(at, 2) != "\r\n") {
-      return fail(errc::invalid_argument, "body: malformed multipart delimiter");
-    }
-    at += 2;
-    const auto headers_end = body.find("\r\n\r\n", at);
-    if (headers_end == std::string_view::npos) {
-      return fail(errc::invalid_argument, "body: a multipart part has no header end");
-    }
-    form_part part;
-    auto headers = body.substr(at, headers_end - at);
-    while (!headers.empty()) {
-      const auto eol = headers.find("\r\n");
-      const auto line = headers.substr(0, eol);
-      headers = eol == std::string_view::npos ? std::string_view{} : headers.substr(eol + 2);
-      const auto colon = line.find(':');
-      if (colon == std::string_view::npos) {
-        continue;
-      }
-      const auto name = line.substr(0, colon);
-      auto value = line.substr(colon + 1);
-      while (!value.empty() && value.front() == ' ') {
-        value.remove_prefix(1);
-      }
-      if (net::iequals(name, "Content-Disposition")) {
-        part.name = header_param(value, "name");
-        part.filename = header_param(value, "filename");
-      } else if (net::iequals(name, "Content-Type")) {
-        part.content_type = std::string(value);
-      }
-    }
-    const auto data_begin = headers_end + 4;
-    const auto next = body.find("\r\n" + delimiter, data_begin);
-    if (next == std::string_view::npos) {
-      return fail(errc::invalid_argument, "body: a multipart part is not terminated");
-    }
-    part.data = body.substr(data_begin, next - data_begin);
-    parts.push_back(std::move(part));
-    at = next + 2 + delimiter.size();
-  }
-}
 
 // A file name safe to store and show: the last path segment, no control characters,
 // at most 255 bytes.
@@ -211,11 +115,11 @@ asio::awaitable<http_response> upload_file(state_ptr state, request_context& ctx
     co_return http_response::error(413, "payload_too_large",
                                    fmt::format("file: larger than the {} byte limit", limit));
   }
-  auto parts = parse_multipart(request.header("Content-Type"), request.body);
+  auto parts = net::parse_multipart(request.header("Content-Type"), request.body);
   if (!parts) {
     co_return error_response(parts.error());
   }
-  const form_part* file = nullptr;
+  const net::form_part* file = nullptr;
   for (const auto& p : *parts) {
     if (p.name == "file") {
       file = &p;
