@@ -56,12 +56,14 @@ expected<std::vector<form_part>> parse_multipart(std::string_view content_type,
       return fail(errc::invalid_argument, "body: malformed multipart delimiter");
     }
     at += 2;
-    const auto headers_end = body.find("\r\n\r\n", at);
+    // A part without headers (RFC 2046 allows it) starts its data after one more CRLF.
+    const auto headers_end =
+        body.substr(at, 2) == "\r\n" ? at - 2 : body.find("\r\n\r\n", at);
     if (headers_end == std::string_view::npos) {
       return fail(errc::invalid_argument, "body: a multipart part has no header end");
     }
     form_part part;
-    auto headers = body.substr(at, headers_end - at);
+    auto headers = body.substr(at, headers_end - std::min(at, headers_end));
     while (!headers.empty()) {
       const auto eol = headers.find("\r\n");
       const auto line = headers.substr(0, eol);
