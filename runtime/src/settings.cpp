@@ -524,8 +524,10 @@ public:
     if (node == nullptr) {
       return {};
     }
-    auto value = node->value<std::int64_t>();
-    if (!value || !node->is_integer() || *value < min || *value > max) {
+    // Only an integer node is asked for its value: toml++ converts a float node to an
+    // integer with a cast that is undefined behaviour when it is out of range (1e20).
+    const auto value = node->is_integer() ? node->value<std::int64_t>() : std::nullopt;
+    if (!value || *value < min || *value > max) {
       return wrong(key, fmt::format("a whole number from {} to {}", min, max));
     }
     into = *value;

@@ -208,6 +208,19 @@ TEST_CASE("an unknown key or a wrong type in an agent entry names it",
   CHECK_THAT(policy.error().message, Catch::Contains("agent 'a'"));
 }
 
+TEST_CASE("a float where an agent entry wants a whole number is refused, however large",
+          "[runtime][settings][agents]") {
+  // 1e20 is past int64: toml++'s own float-to-integer conversion of it is undefined
+  // behaviour (found by fuzz/settings_toml_fuzz, which runs under UBSan).
+  for (const auto* number : {"1e20", "-1e300", "2.0", "nan", "inf"}) {
+    INFO(number);
+    auto r = apply_toml({}, std::string("[[agents]]\nname = \"a\"\ntimeout_s = ") + number + "\n",
+                        "x.toml");
+    REQUIRE_FALSE(r);
+    CHECK_THAT(r.error().message, Catch::Contains("'timeout_s' must be a whole number"));
+  }
+}
+
 TEST_CASE("an unknown provider, model or tool is an error naming the agent",
           "[runtime][settings][agents]") {
   const std::vector<provider_settings> providers = {
