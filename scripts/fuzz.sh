@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs the libFuzzer targets of fuzz/ one after another (fuzz/README.md), each either for
-# a number of executions (default 10 million) or for a number of seconds.
-#   scripts/fuzz.sh [--runs N | --time SECONDS] [TARGET...]
+# a number of executions (default 10 million) or for a number of seconds, or to whichever
+# of the two comes first when both are given.
+#   scripts/fuzz.sh [--runs N] [--time SECONDS] [TARGET...]
 # Builds nothing: `make fuzz` builds the preset first. Every target starts from its
 # committed seeds (fuzz/corpus/TARGET, never written to) plus what earlier runs found
 # (build/fuzz/run/TARGET/corpus). A crash, leak or timeout stops the script with the
@@ -9,14 +10,14 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-runs=10000000
+runs=""
 seconds=""
 targets=()
 while [ $# -gt 0 ]; do
   case "$1" in
     --runs) runs="$2"; shift 2 ;;
     --time) seconds="$2"; shift 2 ;;
-    -h|--help) sed -n '2,8p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
     *) targets+=("$1"); shift ;;
   esac
 done
@@ -51,8 +52,10 @@ for t in "${targets[@]}"; do
   run_dir="$root/build/fuzz/run/$t"
   mkdir -p "$run_dir/corpus"
   rm -f "$run_dir"/fuzz-*.log
-  limit=(-runs="$runs")
-  [ -z "$seconds" ] || limit=(-max_total_time="$seconds")
+  limit=()
+  [ -z "$runs" ] || limit+=(-runs="$runs")
+  [ -z "$seconds" ] || limit+=(-max_total_time="$seconds")
+  [ ${#limit[@]} -gt 0 ] || limit=(-runs=10000000)
   start=$(date +%s.%N)
   # -jobs=1: one fuzzing process (libFuzzer logs it to fuzz-0.log); nice: the machine is shared.
   set +e
