@@ -25,6 +25,7 @@ namespace {
 struct mock_llm_cli {
   std::string listen = "127.0.0.1:8081";
   std::string script;
+  std::string random_faults;
   unsigned threads = 1;
   mock::mock_llm_options options;
 };
@@ -49,6 +50,14 @@ int run_mock_llm(mock_llm_cli cli) {
       return 2;
     }
     cli.options.rules = std::move(*rules);
+  }
+  if (!cli.random_faults.empty()) {
+    auto faults = mock::parse_mock_fault_list(cli.random_faults);
+    if (!faults) {
+      fmt::print(stderr, "troupe mock-llm: --random-faults: {}\n", faults.error().message);
+      return 2;
+    }
+    cli.options.random_faults = std::move(*faults);
   }
   boost::asio::io_context io;
   const auto rule_count = cli.options.rules.size();
@@ -105,6 +114,15 @@ void add_mock_llm_command(CLI::App& cli, command_action& action) {
   cmd->add_option("--model", opts->options.model, "model id reported by GET /v1/models")
       ->capture_default_str();
   cmd->add_option("--threads", opts->threads, "io threads")->capture_default_str();
+  cmd->add_option("--random-faults", opts->random_faults,
+                  "faults drawn at random for calls that have none, e.g. 429,500,reset,no-done");
+  cmd->add_option("--random-fault-rate", opts->options.random_fault_rate,
+                  "share of calls (0 to 1) that get one of --random-faults")
+      ->check(CLI::Range(0.0, 1.0))
+      ->capture_default_str();
+  cmd->add_option("--random-fault-seed", opts->options.random_fault_seed,
+                  "seed of the random faults (the same seed, the same faulty calls)")
+      ->capture_default_str();
   cmd->footer("Per-request headers override the knobs: X-Mock-Tokens, X-Mock-TTFT-Ms,\n"
               "X-Mock-Token-Delay-Ms, X-Mock-Chunk-Tokens. Faults: X-Mock-Fault: 429[:S] | 500 |\n"
               "401 | reset[:N] | malformed[:N] | stall:MS[:N] | no-done | split[:BYTES], and\n"

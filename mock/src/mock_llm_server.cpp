@@ -139,6 +139,10 @@ asio::awaitable<http_response> answer(request_context& ctx, state_ptr st, wire_f
     }
     fault = *f;
   }
+  if (fault.type == mock_fault::kind::none) {
+    fault = draw_mock_fault(options.random_faults, options.random_fault_rate,
+                            options.random_fault_seed, call);
+  }
   if (auto until = detail::parse_unsigned(ctx.request().header("X-Mock-Fault-Until"))) {
     fault.until_call = *until;
   }

@@ -64,6 +64,42 @@ expected<mock_fault> parse_mock_fault(std::string_view spec) {
   return f;
 }
 
+expected<std::vector<mock_fault>> parse_mock_fault_list(std::string_view specs) {
+  std::vector<mock_fault> out;
+  for (const auto spec : split(specs, ',')) {
+    if (spec.empty()) {
+      continue;
+    }
+    auto f = parse_mock_fault(spec);
+    if (!f) {
+      return tl::unexpected(f.error());
+    }
+    out.push_back(*f);
+  }
+  return out;
+}
+
+mock_fault draw_mock_fault(const std::vector<mock_fault>& faults, double rate, std::uint64_t seed,
+                           std::uint64_t call) {
+  if (faults.empty() || rate <= 0) {
+    return {};
+  }
+  // splitmix64 of the seed and the call number: one well-mixed 64-bit value per call.
+  auto mix = [](std::uint64_t z) {
+    z += 0x9e3779b97f4a7c15ULL;
+    z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;
+    z = (z ^ (z >> 27)) * 0x94d049bb133111ebULL;
+    return z ^ (z >> 31);
+  };
+  const auto draw = mix(seed ^ mix(call));
+  // The top 53 bits as a number in [0, 1); the low bits pick the fault.
+  const auto unit = static_cast<double>(draw >> 11) * 0x1.0p-53;
+  if (unit >= rate) {
+    return {};
+  }
+  return faults[static_cast<std::size_t>(mix(draw) % faults.size())];
+}
+
 namespace {
 
 expected<mock_rule> parse_rule(dom::element e) {

@@ -520,3 +520,43 @@ TEST_CASE("a mock-llm script names a finish reason with OpenAI's four words and 
     CHECK(rules.error().message == "unknown finish_reason '" + std::string(word) + "'");
   }
 }
+
+TEST_CASE("mock-llm draws random faults at the given rate, repeatably for a seed", "[net][mock]") {
+  auto faults = parse_mock_fault_list("429,500,reset:2,stall:5:1,malformed,no-done");
+  REQUIRE(faults);
+  REQUIRE(faults->size() == 6);
+  CHECK(faults->at(2).type == mock_fault::kind::reset);
+  CHECK(faults->at(3).stall_ms == 5);
+  CHECK_FALSE(parse_mock_fault_list("429,explode"));
+
+  // About 5% of 20,000 calls, every kind among them, the same calls for the same seed.
+  std::vector<std::size_t> per_kind(9, 0);
+  std::size_t drawn = 0;
+  for (std::uint64_t call = 1; call <= 20'000; ++call) {
+    const auto f = draw_mock_fault(*faults, 0.05, 7, call);
+    CHECK(f.type == draw_mock_fault(*faults, 0.05, 7, call).type);
+    if (f.type != mock_fault::kind::none) {
+      ++drawn;
+      ++per_kind[static_cast<std::size_t>(f.type)];
+    }
+  }
+  CHECK(drawn > 800);
+  CHECK(drawn < 1'200);
+  for (const auto& f : *faults) {
+    CHECK(per_kind[static_cast<std::size_t>(f.type)] > 100);
+  }
+  CHECK(draw_mock_fault(*faults, 0, 7, 1).type == mock_fault::kind::none);
+  CHECK(draw_mock_fault({}, 1, 7, 1).type == mock_fault::kind::none);
+  CHECK(draw_mock_fault(*faults, 1, 7, 1).type != mock_fault::kind::none);
+
+  // Served: at rate 1 every call without a fault of its own fails; a 500 is retried.
+  mock_llm_options options;
+  options.random_faults = {faults->at(1)};
+  options.random_fault_rate = 1;
+  mock_llm_fixture mock(options);
+  const auto r = run(config_for(mock, provider_type::openai_compatible), ask("x"));
+  REQUIRE(r.outcome.failure);
+  CHECK(r.outcome.failure->kind == provider_failure::server_error);
+  CHECK(mock.stats().faults_injected == r.outcome.attempts);
+  CHECK(r.outcome.attempts == 3);
+}

@@ -20,7 +20,8 @@
 /// chunk after N chunks), `stall:MS[:N]` (silence of MS ms after N chunks), `no-done`
 /// (the stream ends without [DONE] / message_stop), `split[:BYTES]` (every line written
 /// in pieces of BYTES bytes). `X-Mock-Fault-Until: K` applies the fault only while the
-/// server's call number is at most K (e.g. "fail twice, then answer").
+/// server's call number is at most K (e.g. "fail twice, then answer"). Faults can also
+/// be drawn at random for a share of the calls (`mock_llm_options::random_faults`).
 ///
 /// `GET /_mock/stats` reports request counts and open connections as JSON;
 /// `GET /v1/models` lists the mock model.
@@ -58,6 +59,13 @@ struct mock_llm_options {
   unsigned chunk_tokens = 1;
   unsigned argument_fragment_bytes = 8;
   std::string model = "mock-llm";
+  /// Faults drawn at random: a completion request that has no fault of its own (from its
+  /// rule or its `X-Mock-Fault` header) gets one of `random_faults`, chosen uniformly,
+  /// with probability `random_fault_rate` (0 to 1). The draw for a call number depends
+  /// only on it and `random_fault_seed`, so a seed repeats the same faults in call order.
+  std::vector<mock_fault> random_faults;
+  double random_fault_rate = 0;
+  std::uint64_t random_fault_seed = 1;
   net::http_server_options server;
 };
 

@@ -46,6 +46,15 @@ struct mock_fault {
 /// Parses a fault spec such as "429:2", "reset:3", "stall:500:1", "split:5", "no-done".
 expected<mock_fault> parse_mock_fault(std::string_view spec);
 
+/// Parses a comma-separated list of fault specs, such as "429,500,reset:2,no-done".
+expected<std::vector<mock_fault>> parse_mock_fault_list(std::string_view specs);
+
+/// The fault drawn for call number `call` from `faults` at probability `rate` (0 to 1)
+/// under `seed`, or a fault of kind none. Depends on nothing else, so it is thread-safe
+/// and repeatable.
+mock_fault draw_mock_fault(const std::vector<mock_fault>& faults, double rate, std::uint64_t seed,
+                           std::uint64_t call);
+
 /// One scripted behaviour.
 struct mock_rule {
   // -- match (all given conditions must hold) --
