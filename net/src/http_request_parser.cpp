@@ -24,6 +24,17 @@ void apply_limits(request_parser& parser, const request_limits& limits) {
   parser.body_limit(limits.body_limit_bytes);
 }
 
+bool header_within_limit(const http::request<http::string_body>& in, std::size_t limit) {
+  std::size_t bytes = in.target().size();
+  for (const auto& field : in) {
+    bytes += field.name_string().size() + field.value().size();
+    if (bytes > limit) {
+      return false;
+    }
+  }
+  return bytes <= limit;
+}
+
 http_request to_request(http::request<http::string_body>&& in) {
   http_request out;
   out.method = parse_http_method(in.method_string());
@@ -92,6 +103,9 @@ tl::expected<parsed_request, request_read_error> parse_http_request(std::string_
     if (ec) {
       return tl::unexpected(read_error(ec));
     }
+  }
+  if (!detail::header_within_limit(parser.get(), limits.header_limit_bytes)) {
+    return tl::unexpected(read_error(http::error::header_limit));
   }
   parsed_request out;
   out.consumed = used;

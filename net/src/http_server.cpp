@@ -491,7 +491,8 @@ asio::awaitable<void> serve_connection(std::shared_ptr<server_state> server,
           fmt::format("the request body exceeds the limit of {} bytes", options.body_limit_bytes));
       break;
     }
-    if (ec == http::error::header_limit) {
+    if (ec == http::error::header_limit ||
+        (!ec && !detail::header_within_limit(parser.get(), options.header_limit_bytes))) {
       co_await write_early_error(
           *conn, 431, "headers_too_large",
           fmt::format("the request headers exceed {} bytes", options.header_limit_bytes));
