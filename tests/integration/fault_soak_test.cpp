@@ -207,6 +207,8 @@ void faults_under_load(std::size_t runs) {
   REQUIRE(all_ended);
   CHECK(unclassified.empty());
   CHECK(stats.faults_injected > 0);
+  // The runs did overlap: at least half of them were streaming at one moment.
+  CHECK(peak_streams >= runs / 2);
 
   // Once the runs are over and their conversations left memory, the gauges are back.
   std::map<std::string, double> now;
