@@ -161,6 +161,12 @@ void faults_under_load(std::size_t runs) {
           r.error = json_field(body, "error");
           const auto created = json_field(body, "created_at");
           const auto finished = json_field(body, "finished_at");
+          if (finished.empty()) {
+            // Ended in its live journal; its row is not updated yet. Look again.
+            r.status.clear();
+            done = false;
+            continue;
+          }
           r.created_at = created.empty() ? 0 : std::stoll(created);
           r.finished_at = finished.empty() ? 0 : std::stoll(finished);
         }
