@@ -117,6 +117,20 @@ expected<agent_settings> agent_from_record(const storage::agent_record& a,
     if (limits["context_window"].get_uint64().get(v) == simdjson::SUCCESS && v > 0) {
       s.context_window = static_cast<std::uint32_t>(std::min<std::uint64_t>(v, max_context_window));
     }
+    bool flag = false;
+    if (limits["memory"].get_bool().get(flag) == simdjson::SUCCESS) {
+      s.memory = flag;
+    }
+    if (limits["memory_autoapprove"].get_bool().get(flag) == simdjson::SUCCESS) {
+      s.memory_autoapprove = flag;
+    }
+    if (limits["memory_max_items"].get_uint64().get(v) == simdjson::SUCCESS && v > 0) {
+      s.memory_max_items = static_cast<std::uint32_t>(std::min<std::uint64_t>(v, max_memory_items));
+    }
+    if (limits["memory_max_chars"].get_uint64().get(v) == simdjson::SUCCESS && v > 0) {
+      s.memory_max_chars = static_cast<std::uint32_t>(
+          std::clamp<std::uint64_t>(v, min_memory_chars, max_memory_chars));
+    }
   }
   return s;
 }

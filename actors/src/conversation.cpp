@@ -262,6 +262,8 @@ void launch(conversation_self self) {
   // The user's message was stored with the run row when the turn was accepted.
   spec.persist_user_message = false;
   spec.conversation_row = st.spec.conversation_row;
+  spec.owner_user = st.spec.owner_user;
+  spec.agent_row = st.spec.agent_row;
   spec.agent = st.spec.agent;
   spec.provider = st.spec.provider;
   spec.history = st.history;

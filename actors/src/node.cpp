@@ -19,6 +19,8 @@
 #include "troupe/actors/chat_service.hpp"
 #include "troupe/actors/demo_model.hpp"
 #include "troupe/actors/health.hpp"
+#include "troupe/actors/memory_service.hpp"
+#include "troupe/actors/memory_tools.hpp"
 #include "troupe/actors/service_facades.hpp"
 #include "troupe/actors/shard_scheduler.hpp"
 #include "troupe/mock/mock_llm_server.hpp"
@@ -31,6 +33,7 @@
 #include "troupe/tools/blocking_pool.hpp"
 #include "troupe/tools/builtin_tools.hpp"
 #include "troupe/tools/control_tools.hpp"
+#include "troupe/tools/memory_tool_descriptors.hpp"
 #include "troupe/tools/tool_resolver.hpp"
 
 namespace troupe::actors {
@@ -174,6 +177,8 @@ struct node::impl {
   std::shared_ptr<write_backlog> writer_backlog;
   std::shared_ptr<health_actor_facade> health_facade;
   std::shared_ptr<chat_service_facade> chat_facade;
+  // Durable memory: the per-user memory writers, recall for runs, the memory tools.
+  std::shared_ptr<memory_service> memory;
   // Agent runs: the LLM client (on its own strand of the io_context), or one per shard,
   // and the service that owns the conversations.
   std::unique_ptr<net::http_client> http;
@@ -189,6 +194,9 @@ struct node::impl {
     if (chat) {
       // Conversations end and cancel their runs (which kill their tools' processes).
       chat->stop();
+    }
+    if (memory) {
+      memory->stop();
     }
     if (health) {
       caf::anon_send_exit(health, caf::exit_reason::user_shutdown);
@@ -389,6 +397,9 @@ node::~node() {
     impl_->chat_facade->close();
   }
   impl_->chat.reset();
+  if (impl_->memory) {
+    impl_->memory->stop();
+  }
   if (impl_->shards != nullptr) {
     impl_->system->await_all_actors_done();
     impl_->release_shard_io();
@@ -421,8 +432,12 @@ expected<endpoint> node::start() {
   }
 
   // A wrong provider, model or tool in the config is a start-up error naming the agent.
-  if (auto ok = validate_agents(d.config.providers, d.config.agents, tools::known_tool_names());
-      !ok) {
+  // The memory tools come from the node's memory source, beside the built-in ones.
+  auto tool_names = tools::known_tool_names();
+  for (auto& name : tools::memory_tool_names()) {
+    tool_names.push_back(std::move(name));
+  }
+  if (auto ok = validate_agents(d.config.providers, d.config.agents, tool_names); !ok) {
     return tl::unexpected(ok.error());
   }
 
@@ -444,9 +459,14 @@ expected<endpoint> node::start() {
       [sys = d.system.get()] { return static_cast<double>(sys->registry().running()); });
   d.health = spawn_health(*d.system);
 
+  d.memory = std::make_shared<memory_service>(*d.system, d.store_writer, d.db_reads, d.blocking);
+
   // Agent runs: tools, the sandbox, the LLM client and the conversations.
   // Runs resolve their tools per agent from the sources (the built-in tools for now).
   auto tool_resolver = tools::make_builtin_tool_resolver({}, d.blocking);
+  if (auto added = tool_resolver->add_source(make_memory_tool_source(d.memory)); !added) {
+    return tl::unexpected(added.error());
+  }
   for (const auto& source : d.tool_sources) {
     if (auto added = tool_resolver->add_source(source); !added) {
       return tl::unexpected(added.error());
@@ -494,6 +514,7 @@ expected<endpoint> node::start() {
   chat_options.io.resolver = tool_resolver;
   chat_options.io.sandbox = std::make_shared<tools::sandbox_runner>(sandbox);
   chat_options.io.workspace_max_bytes = d.config.tools.workspace_max_bytes;
+  chat_options.io.memory = d.memory;
   chat_options.declared_providers = d.config.providers;
   chat_options.secrets = d.secrets;
   chat_options.key_env = key_env_policy(d.config.secrets.allowed_env);
@@ -527,6 +548,7 @@ expected<endpoint> node::start() {
     services.chat = d.chat_facade;
     services.store = d.store_facade;
     services.health = d.health_facade;
+    services.memory = d.memory;
     services.reads = d.db_reads;
     services.catalog = d.catalog_rows;
     services.secrets = d.secrets;

@@ -234,7 +234,8 @@ void start_run(run_self self) {
   }
   self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(st.spec.agent.timeout),
                      deadline_atom::value);
-  next_round(self);
+  // The user's memories first (when the run recalls any), then the first round.
+  recall_memory(self);
 }
 
 run_actor::behavior_type run_behavior(run_self self, run_spec spec, run_event_sink subscriber) {

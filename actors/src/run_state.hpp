@@ -11,6 +11,7 @@
 ///   run_gates.cpp        the final-answer gates and corrections
 ///   run_plan_tool.cpp    the plan tool, executed inside the actor
 ///   run_persistence.cpp  events to the subscriber, steps and messages to the writer
+///   run_memory.cpp       the memory block: recall before the first round, `used` evidence
 /// Only the coroutines (the LLM call, the tools) run elsewhere: on the io executor,
 /// started through the bridge, with everything they need passed as parameters.
 
@@ -169,6 +170,13 @@ void retract_candidate(run_self self, const std::vector<std::string>& codes);
 std::string plan_json(const harness::plan_state& plan);
 /// Executes the `plan` tool against the run's plan.
 tools::tool_result run_plan_tool(harness::plan_state& plan, std::string_view arguments);
+
+// -- run_memory.cpp --------------------------------------------------------------------
+
+/// Recalls the user's memories into the memory block (when the run has memory), writes a
+/// `used` evidence row per item, then starts the first LLM round. A failed recall is
+/// logged and the run goes on without the block.
+void recall_memory(run_self self);
 
 // -- run_persistence.cpp ---------------------------------------------------------------
 

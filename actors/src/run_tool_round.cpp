@@ -152,6 +152,11 @@ void start_call(run_self self, std::size_t index) {
   context.run_id = st.spec.run_id;
   context.call_id = slot.call.id;
   context.workspace_max_bytes = st.spec.io.workspace_max_bytes;
+  context.user_row = st.spec.owner_user;
+  context.agent_row = st.spec.agent_row;
+  context.conversation_row = st.spec.conversation_row;
+  context.run_row = st.spec.run_row;
+  context.memory_autoapprove = st.spec.agent.memory_autoapprove;
   // One tool_call actor per call: it owns the call's coroutine and timeout, and dies with
   // the run (cancel_inflight also tells it to stop, which kills its processes).
   tool_call_spec call;

@@ -15,6 +15,7 @@
 #include <boost/asio/awaitable.hpp>
 
 #include "troupe/actors/chat_facade.hpp"
+#include "troupe/actors/memory_facade.hpp"
 #include "troupe/actors/store_facade.hpp"
 #include "troupe/api/auth.hpp"
 #include "troupe/net/http_server.hpp"
@@ -43,6 +44,9 @@ struct api_state {
   std::shared_ptr<actors::store_facade> store;
   /// Starts and follows agent runs; null: the chat routes answer 503.
   std::shared_ptr<actors::chat_facade> chat;
+  /// Changes of durable memory through each user's memory writer; null: straight to the
+  /// store (the changes are still applied one at a time by the store_writer).
+  std::shared_ptr<actors::memory_facade> memory;
   api_settings config;
   /// Providers declared in the config: their inline keys never reach the database.
   std::vector<provider_settings> declared_providers;
@@ -142,5 +146,6 @@ void add_file_routes(route_table& routes);
 void add_chat_routes(route_table& routes);
 void add_run_routes(route_table& routes);
 void add_openai_routes(route_table& routes);
+void add_memory_routes(route_table& routes);
 
 } // namespace troupe::api

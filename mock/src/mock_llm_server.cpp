@@ -123,6 +123,9 @@ asio::awaitable<http_response> answer(request_context& ctx, state_ptr st, wire_f
   (format == wire_format::openai ? st->openai : st->anthropic)
       .fetch_add(1, std::memory_order_relaxed);
   const auto call = st->calls.fetch_add(1) + 1;
+  if (st->options.observe) {
+    st->options.observe(ctx.request().body);
+  }
   auto parsed = detail::parse_request(ctx.request().body);
   if (!parsed) {
     co_return detail::error_response(format, 400, "invalid_request_error",

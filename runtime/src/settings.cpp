@@ -533,6 +533,18 @@ public:
     into = *value;
     return {};
   }
+  expected<void> boolean(std::string_view key, bool& into) {
+    seen_.emplace_back(key);
+    const auto* node = table_.get(key);
+    if (node == nullptr) {
+      return {};
+    }
+    if (!node->is_boolean()) {
+      return wrong(key, "true or false");
+    }
+    into = node->value<bool>().value_or(into);
+    return {};
+  }
   // Fails on any key that was not read.
   expected<void> no_unknown_keys() const {
     for (const auto& [key, node] : table_) {
@@ -598,13 +610,18 @@ expected<void> apply_entries(settings& target, std::string_view key, const toml:
       std::int64_t timeout_s = a.timeout.count();
       std::string policy = std::string(to_string(a.queue));
       std::int64_t context_window = a.context_window;
+      std::int64_t memory_max_items = a.memory_max_items;
+      std::int64_t memory_max_chars = a.memory_max_chars;
       auto ok = first_failure(
           r.text("name", a.name), r.text("provider", a.provider), r.text("model", a.model),
           r.text("fast_model", a.fast_model), r.text("fallback_model", a.fallback_model),
           r.text("system_prompt", a.system_prompt), r.text_list("tools", a.tools),
           r.number("max_rounds", max_rounds, 1, 10'000),
           r.number("timeout_s", timeout_s, 1, 7 * 24 * 3600), r.text("queue_policy", policy),
-          r.number("context_window", context_window, min_context_window, max_context_window));
+          r.number("context_window", context_window, min_context_window, max_context_window),
+          r.boolean("memory", a.memory), r.boolean("memory_autoapprove", a.memory_autoapprove),
+          r.number("memory_max_items", memory_max_items, 1, max_memory_items),
+          r.number("memory_max_chars", memory_max_chars, min_memory_chars, max_memory_chars));
       if (ok) {
         ok = r.no_unknown_keys();
       }
@@ -620,6 +637,8 @@ expected<void> apply_entries(settings& target, std::string_view key, const toml:
       a.max_rounds = static_cast<unsigned>(max_rounds);
       a.timeout = std::chrono::seconds(timeout_s);
       a.context_window = static_cast<std::uint32_t>(context_window);
+      a.memory_max_items = static_cast<std::uint32_t>(memory_max_items);
+      a.memory_max_chars = static_cast<std::uint32_t>(memory_max_chars);
       target.agents.push_back(std::move(a));
     }
   }
@@ -882,6 +901,14 @@ std::string to_toml(const settings& s) {
                        toml_string(to_string(a.queue)));
     if (a.context_window != 0) {
       out += fmt::format("context_window = {}\n", a.context_window);
+    }
+    const agent_settings defaults;
+    if (a.memory != defaults.memory || a.memory_autoapprove != defaults.memory_autoapprove ||
+        a.memory_max_items != defaults.memory_max_items ||
+        a.memory_max_chars != defaults.memory_max_chars) {
+      out += fmt::format("memory = {}\nmemory_autoapprove = {}\nmemory_max_items = {}\n"
+                         "memory_max_chars = {}\n",
+                         a.memory, a.memory_autoapprove, a.memory_max_items, a.memory_max_chars);
     }
   }
   return out;

@@ -34,6 +34,21 @@ std::string limits_json(const agent_settings& a) {
   if (a.context_window != 0) {
     w.key("context_window").value(a.context_window);
   }
+  // The memory keys only when they differ from their defaults (existing rows stay as
+  // they were written).
+  const agent_settings defaults;
+  if (a.memory != defaults.memory) {
+    w.key("memory").value(a.memory);
+  }
+  if (a.memory_autoapprove != defaults.memory_autoapprove) {
+    w.key("memory_autoapprove").value(a.memory_autoapprove);
+  }
+  if (a.memory_max_items != defaults.memory_max_items) {
+    w.key("memory_max_items").value(a.memory_max_items);
+  }
+  if (a.memory_max_chars != defaults.memory_max_chars) {
+    w.key("memory_max_chars").value(a.memory_max_chars);
+  }
   w.end_object();
   return std::move(w).str();
 }

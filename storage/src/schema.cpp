@@ -1,5 +1,7 @@
 #include "troupe/storage/schema.hpp"
 
+#include "troupe/storage/memory.hpp"
+
 #include <functional>
 #include <vector>
 
@@ -342,6 +344,43 @@ expected<void> apply_schema_v5(connection& c) {
                 "conversations(updated_at) WHERE ephemeral = 1");
 }
 
+// Version 6: durable memory in use (issue 15). A superseded item names its successor; at
+// most one active and one candidate item per natural key (a proposal waits for review
+// while the value it would replace stays active); the listings' and the evidence's
+// lookups are indexed; and the full-text index of memories (see ensure_memory_index).
+expected<void> apply_schema_v6(connection& c) {
+  auto has = c.query_int(
+      "SELECT COUNT(*) FROM pragma_table_info('memory_items') WHERE name = 'superseded_by'");
+  if (!has) {
+    return tl::unexpected(has.error());
+  }
+  if (*has == 0) {
+    if (auto added = c.exec("ALTER TABLE memory_items ADD COLUMN superseded_by INTEGER "
+                            "REFERENCES memory_items(id) ON DELETE SET NULL");
+        !added) {
+      return added;
+    }
+  }
+  if (auto ok = c.exec(R"sql(
+DROP INDEX IF EXISTS memory_items_natural_key;
+CREATE UNIQUE INDEX IF NOT EXISTS memory_items_active_key
+  ON memory_items(user_id, IFNULL(agent_id, 0), scope, kind, memory_key) WHERE status = 'active';
+CREATE UNIQUE INDEX IF NOT EXISTS memory_items_candidate_key
+  ON memory_items(user_id, IFNULL(agent_id, 0), scope, kind, memory_key)
+  WHERE status = 'candidate';
+CREATE INDEX IF NOT EXISTS memory_items_user ON memory_items(user_id, status, updated_at);
+CREATE INDEX IF NOT EXISTS memory_evidence_run ON memory_evidence(run_id, relation);
+)sql");
+      !ok) {
+    return ok;
+  }
+  auto indexed = ensure_memory_index(c);
+  if (!indexed) {
+    return tl::unexpected(indexed.error());
+  }
+  return {};
+}
+
 struct migration {
   int version;
   std::string_view description;
@@ -362,6 +401,7 @@ const std::vector<migration>& migrations() {
       {3, "token scopes and provider keys", [](connection& c) { return c.exec(schema_v3); }},
       {4, "run journal events", [](connection& c) { return c.exec(schema_v4); }},
       {5, "ephemeral conversations", [](connection& c) { return apply_schema_v5(c); }},
+      {6, "memory in use", [](connection& c) { return apply_schema_v6(c); }},
   };
   return list;
 }

@@ -21,6 +21,7 @@
 #include <caf/all.hpp>
 
 #include "troupe/actors/bridge.hpp"
+#include "troupe/actors/memory_service.hpp"
 #include "troupe/actors/run_result.hpp"
 #include "troupe/actors/shard_scheduler.hpp"
 #include "troupe/actors/store_writer.hpp"
@@ -86,6 +87,9 @@ struct run_io {
   /// The writer's back-pressure: a conversation counts the write of each message it
   /// takes here and refuses the message past the bound. Null: no bound.
   std::shared_ptr<write_backlog> writer_backlog;
+  /// Durable memory (issue 15): recalled into each top-level run's prompt when the agent
+  /// has `memory` on and the run has an owner. Null: no memory.
+  std::shared_ptr<memory_service> memory;
 };
 
 /// Everything one run needs.
@@ -99,6 +103,9 @@ struct run_spec {
   /// (row_atom, row) and go then, in order; row 0 (the write failed) fails the run.
   bool row_pending = false;
   storage::row_id conversation_row = 0;
+  /// The conversation's owner and the agent's row (memory's scope); 0: unknown.
+  storage::row_id owner_user = 0;
+  storage::row_id agent_row = 0;
   agent_settings agent;
   /// The agent's provider, resolved (base URL, key, deadlines, retry policy).
   net::provider_config provider;

@@ -67,6 +67,9 @@ struct mock_llm_options {
   double random_fault_rate = 0;
   std::uint64_t random_fault_seed = 1;
   net::http_server_options server;
+  /// Tests: called with every completion request's body as it arrives (what the model
+  /// received), on the server's threads.
+  std::function<void(const std::string& body)> observe;
 };
 
 /// Counters for test assertions (also served at GET /_mock/stats).

@@ -26,6 +26,10 @@
 ///     timeout_s = 600
 ///     queue_policy = "followup"           # followup | steer | interrupt | collect
 ///     context_window = 32000              # optional: overrides the provider's
+///     memory = true                       # optional: recall the user's memories into prompts
+///     memory_autoapprove = false          # optional: the agent's proposals go active unreviewed
+///     memory_max_items = 6                # optional: recalled items per prompt (1..12)
+///     memory_max_chars = 4200             # optional: characters of the memory block
 
 #include <chrono>
 #include <cstdint>
@@ -134,7 +138,21 @@ struct agent_settings {
   /// carries (`actors.history_max_tokens`, set by the node for every agent); 0: only the
   /// context window bounds them.
   std::uint32_t history_max_tokens = 0;
+  /// Runs recall the user's memories into a `<memory_context>` block (issue 15).
+  bool memory = true;
+  /// The agent is trusted: what it proposes is written active (sensitive content still
+  /// waits for review).
+  bool memory_autoapprove = false;
+  /// Ranked items in the block (pinned ones come on top, up to 6 more).
+  std::uint32_t memory_max_items = 6;
+  /// Characters of all items in the block together.
+  std::uint32_t memory_max_chars = 4200;
 };
+
+/// The bounds of `memory_max_items` and `memory_max_chars`.
+inline constexpr std::uint32_t max_memory_items = 12;
+inline constexpr std::uint32_t min_memory_chars = 100;
+inline constexpr std::uint32_t max_memory_chars = 100'000;
 
 /// The context window a run of `agent` on `provider` budgets its prompt with: the
 /// agent's own when set, else the provider's.

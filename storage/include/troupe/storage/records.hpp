@@ -233,6 +233,8 @@ struct memory_item_record {
   std::optional<std::int64_t> expires_at;
   std::int64_t created_at = 0;
   std::int64_t updated_at = 0;
+  /// The item that replaced this one (schema 6; set once it is superseded).
+  std::optional<row_id> superseded_by;
 };
 
 /// One change to a memory item.

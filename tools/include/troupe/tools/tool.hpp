@@ -61,6 +61,14 @@ struct tool_context {
   /// (`tools.workspace_max_bytes`); one that would go past it fails with a tool error that
   /// says so. 0: no cap.
   std::uint64_t workspace_max_bytes = 0;
+  /// Whom the call works for (the memory tools' scope): the conversation's owner, the
+  /// agent, the conversation's and the run's rows; 0: unknown.
+  std::int64_t user_row = 0;
+  std::int64_t agent_row = 0;
+  std::int64_t conversation_row = 0;
+  std::int64_t run_row = 0;
+  /// The agent's `memory_autoapprove`: what it proposes is written active.
+  bool memory_autoapprove = false;
 };
 
 /// One tool.

@@ -13,6 +13,7 @@
 
 #include "troupe/actors/chat_facade.hpp"
 #include "troupe/actors/health_facade.hpp"
+#include "troupe/actors/memory_facade.hpp"
 #include "troupe/actors/store_facade.hpp"
 #include "troupe/net/http_server.hpp"
 #include "troupe/runtime/error.hpp"
@@ -31,6 +32,8 @@ struct node_services {
   std::shared_ptr<chat_facade> chat;
   std::shared_ptr<store_facade> store;
   std::shared_ptr<health_facade> health;
+  /// Changes of durable memory, through each user's memory writer.
+  std::shared_ptr<memory_facade> memory;
   std::shared_ptr<storage::read_pool> reads;
   /// Tokens, agents and providers from memory; the routes' writes invalidate it.
   std::shared_ptr<storage::catalog_cache> catalog;

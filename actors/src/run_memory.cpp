@@ -1,0 +1,87 @@
+// The run's memory block (issue 15): before the first LLM round, the user's memories
+// that match the objective are recalled on the blocking pool (memory_service::recall),
+// rendered into the `memory_context` slot of the system message, and every item that
+// entered the prompt gets a `used` evidence row naming this run.
+
+#include <memory>
+#include <utility>
+#include <vector>
+
+#include "run_state.hpp"
+#include "troupe/runtime/json_writer.hpp"
+#include "troupe/runtime/log.hpp"
+#include "troupe/storage/memory.hpp"
+
+namespace troupe::actors::detail {
+
+namespace {
+
+// A coroutine function (parameters by value), not a capturing coroutine lambda.
+asio::awaitable<expected<memory::rendered_block>> recall_on(std::shared_ptr<memory_service> memory,
+                                                            memory_recall_request request) {
+  auto recalling = memory->recall(std::move(request));
+  co_return co_await std::move(recalling);
+}
+
+void on_recalled(run_self self, memory::rendered_block block) {
+  auto& st = self->state;
+  if (block.ids.empty()) {
+    return;
+  }
+  (void)st.blocks.set(prompt::memory_block, std::move(block.text));
+  std::vector<storage::row_id> ids(block.ids.begin(), block.ids.end());
+  const std::optional<storage::row_id> conversation =
+      st.spec.conversation_row != 0 ? std::optional(st.spec.conversation_row) : std::nullopt;
+  write_with_row(self, [ids, conversation](storage::row_id run_row) {
+    return storage::make_write("record memory use", [ids, conversation, run_row](auto& c) {
+      return storage::record_memory_use(c, ids, run_row, conversation);
+    });
+  });
+  json_writer w;
+  w.begin_object().key("items").begin_array();
+  for (const auto id : ids) {
+    w.value(id);
+  }
+  w.end_array().end_object();
+  record_step(self, "memory", "recall", "done", "{}", std::move(w).str());
+}
+
+} // namespace
+
+void recall_memory(run_self self) {
+  auto& st = self->state;
+  const auto& spec = st.spec;
+  if (!spec.io.memory || !spec.agent.memory || spec.owner_user == 0 || spec.depth > 0) {
+    next_round(self);
+    return;
+  }
+  memory_recall_request request;
+  request.user = spec.owner_user;
+  if (spec.agent_row != 0) {
+    request.agent = spec.agent_row;
+  }
+  request.objective = spec.objective;
+  request.limits.max_items = spec.agent.memory_max_items;
+  request.limits.max_chars = spec.agent.memory_max_chars;
+  auto id = std::make_shared<std::uint64_t>(0);
+  auto task =
+      start_io(self, spec.io.http->get_executor(), recall_on(spec.io.memory, std::move(request)),
+               [self, id](expected<expected<memory::rendered_block>> r) {
+                 self->state.inflight.erase(*id);
+                 if (self->state.finished) {
+                   return;
+                 }
+                 if (r && *r) {
+                   on_recalled(self, std::move(**r));
+                 } else {
+                   const auto& e = !r ? r.error() : r->error();
+                   log::warn("run {}: memory recall failed, the run goes on without "
+                             "it: {}",
+                             self->state.spec.run_id, e.message);
+                 }
+                 next_round(self);
+               });
+  *id = track(self, std::move(task));
+}
+
+} // namespace troupe::actors::detail

@@ -1,0 +1,493 @@
+// The /api/v1/memories routes: a user reviews their durable memory (list, read, write,
+// approve or dismiss, forget, revisions, evidence); an admin does so for any user with
+// `?user=`. Another user's item is 404. Changes go through the user's memory writer
+// (memory_facade), reads through the read pool.
+
+#include <cmath>
+#include <optional>
+
+#include <fmt/format.h>
+
+#include "json.hpp"
+#include "state.hpp"
+#include "troupe/runtime/crypto.hpp"
+#include "troupe/runtime/json_writer.hpp"
+#include "troupe/runtime/memory_rules.hpp"
+#include "troupe/storage/memory.hpp"
+#include "troupe/storage/repositories.hpp"
+
+namespace troupe::api {
+
+namespace {
+
+/// An item's public id (its uuid) from its row, empty when there is none.
+std::string uuid_of(const state_ptr& state, std::optional<storage::row_id> id) {
+  if (!id) {
+    return {};
+  }
+  auto item = read(state, [&](auto& c) { return storage::find_memory(c, *id); });
+  return item ? item->uuid : std::string();
+}
+
+void write_memory(json_writer& w, const storage::memory_item_record& m,
+                  const std::string& superseded_by) {
+  w.begin_object();
+  w.key("id").value(m.uuid);
+  w.key("user_id").value(m.user_id);
+  w.key("agent_id");
+  if (m.agent_id) {
+    w.value(*m.agent_id);
+  } else {
+    w.value(nullptr);
+  }
+  w.key("scope").value(m.scope);
+  w.key("kind").value(m.kind);
+  w.key("key").value(m.memory_key);
+  w.key("content").value(m.content);
+  w.key("summary").value(m.summary);
+  w.key("importance").value(m.importance);
+  w.key("confidence").value(m.confidence);
+  w.key("sensitivity").value(m.sensitivity);
+  w.key("status").value(m.status);
+  w.key("pinned").value(m.pinned);
+  w.key("expires_at");
+  if (m.expires_at) {
+    w.value(*m.expires_at);
+  } else {
+    w.value(nullptr);
+  }
+  w.key("superseded_by");
+  if (superseded_by.empty()) {
+    w.value(nullptr);
+  } else {
+    w.value(superseded_by);
+  }
+  w.key("created_at").value(m.created_at);
+  w.key("updated_at").value(m.updated_at);
+  w.end_object();
+}
+
+/// `{"outcome": …, "memory": {…}, "previous": {…}}` for a change.
+http_response change_answer(const state_ptr& state, unsigned status,
+                            const storage::memory_write_result& r) {
+  json_writer w;
+  w.begin_object();
+  w.key("outcome").value(storage::to_string(r.outcome));
+  w.key("memory");
+  write_memory(w, r.item, uuid_of(state, r.item.superseded_by));
+  if (r.previous) {
+    w.key("previous");
+    write_memory(w, *r.previous, uuid_of(state, r.previous->superseded_by));
+  }
+  w.end_object();
+  return http_response::json(status, std::move(w).str());
+}
+
+/// 422 with the refusal's reason beside the usual code and message.
+http_response refused_answer(const memory::refusal& r) {
+  json_writer w;
+  w.begin_object().key("error").begin_object();
+  w.key("code").value("memory_refused");
+  w.key("message").value(fmt::format("the memory was refused: {}", r.message));
+  w.key("reason").value(memory::to_string(r.reason));
+  w.end_object().end_object();
+  return http_response::json(422, std::move(w).str());
+}
+
+/// Whose memory the request is about: the caller's own, or `?user=` (an id or a name)
+/// for an admin. Sets `bad` when the request may not ask for it.
+std::optional<storage::row_id> target_user(const state_ptr& state, request_context& ctx,
+                                           const api_caller& caller,
+                                           std::optional<http_response>& bad) {
+  const auto asked = ctx.request().query_param("user");
+  if (asked.empty()) {
+    return caller.user_id;
+  }
+  std::optional<storage::row_id> id = parse_id(asked);
+  if (!id) {
+    auto by_name = read(state, [&](auto& c) { return storage::find_user_by_name(c, asked); });
+    if (by_name) {
+      id = by_name->id;
+    }
+  }
+  if (id && *id == caller.user_id) {
+    return id;
+  }
+  if (!caller.is_admin()) {
+    bad = http_response::error(403, "forbidden", "only an admin may see another user's memory");
+    return std::nullopt;
+  }
+  if (!id || !read(state, [&](auto& c) { return storage::find_user(c, *id); })) {
+    bad = not_found("user");
+    return std::nullopt;
+  }
+  return id;
+}
+
+/// An agent named by uuid, name or row id.
+std::optional<storage::row_id> agent_row(const state_ptr& state, const std::string& text) {
+  if (auto id = parse_id(text)) {
+    if (read(state, [&](auto& c) { return storage::find_agent(c, *id); })) {
+      return id;
+    }
+  }
+  if (auto a = read(state, [&](auto& c) { return storage::find_agent_by_uuid(c, text); })) {
+    return a->id;
+  }
+  if (auto a = read(state, [&](auto& c) { return storage::find_agent_by_name(c, text); })) {
+    return a->id;
+  }
+  return std::nullopt;
+}
+
+/// The item of path parameter `id` the caller may see (an admin: anyone's).
+std::optional<storage::memory_item_record>
+visible_item(const state_ptr& state, request_context& ctx, const api_caller& caller) {
+  const std::string uuid(ctx.param("id"));
+  const auto owner = caller.is_admin() ? 0 : caller.user_id;
+  auto item = read(state, [&](auto& c) { return storage::find_memory_by_uuid(c, uuid, owner); });
+  if (!item) {
+    return std::nullopt;
+  }
+  return *item;
+}
+
+std::string actor_of(const api_caller& caller) {
+  return fmt::format("{}:{}", caller.is_admin() ? "admin" : "user", caller.user_id);
+}
+
+/// Sends a change through the memory writer (or, with no memory service, the store).
+asio::awaitable<expected<storage::memory_write_result>>
+apply_change(state_ptr state, storage::row_id owner, storage::memory_change change) {
+  if (state->memory) {
+    auto writing = state->memory->write(owner, std::move(change));
+    co_return co_await std::move(writing);
+  }
+  auto result = std::make_shared<storage::memory_write_result>();
+  auto writing = state->store->write(storage::memory_change_op(std::move(change), result));
+  auto done = co_await std::move(writing);
+  if (!done) {
+    co_return tl::unexpected(done.error());
+  }
+  co_return std::move(*result);
+}
+
+std::optional<bool> boolean(json_body& body, std::string_view field) {
+  auto e = body.element(field);
+  if (!e) {
+    return std::nullopt;
+  }
+  bool v = false;
+  if (e->get_bool().get(v) != simdjson::SUCCESS) {
+    body.invalid(field, "must be true or false");
+    return std::nullopt;
+  }
+  return v;
+}
+
+std::optional<double> number(json_body& body, std::string_view field) {
+  auto e = body.element(field);
+  if (!e) {
+    return std::nullopt;
+  }
+  double v = 0;
+  if (e->get_double().get(v) != simdjson::SUCCESS || !std::isfinite(v)) {
+    body.invalid(field, "must be a number");
+    return std::nullopt;
+  }
+  return v;
+}
+
+asio::awaitable<http_response> list_memories(state_ptr state, request_context& ctx,
+                                             api_caller caller) {
+  std::optional<http_response> bad;
+  auto user = target_user(state, ctx, caller, bad);
+  if (!user) {
+    co_return *bad;
+  }
+  storage::page p;
+  if (auto wrong = read_page(ctx.request(), p)) {
+    co_return *wrong;
+  }
+  const auto& request = ctx.request();
+  storage::memory_filter f;
+  f.user_id = *user;
+  f.scope = request.query_param("scope");
+  f.kind = request.query_param("kind");
+  f.status = request.query_param("status");
+  f.query = request.query_param("q");
+  if (!f.scope.empty() && !memory::is_scope(f.scope)) {
+    co_return http_response::error(400, "invalid_argument",
+                                   "scope: must be \"user\" or \"agent_user\"");
+  }
+  if (!f.kind.empty() && !memory::is_kind(f.kind)) {
+    co_return http_response::error(400, "invalid_argument", "kind: unknown kind");
+  }
+  if (!f.status.empty() && !memory::is_status(f.status)) {
+    co_return http_response::error(400, "invalid_argument", "status: unknown status");
+  }
+  if (const auto agent = request.query_param("agent"); !agent.empty()) {
+    f.agent_id = agent_row(state, agent);
+    if (!f.agent_id) {
+      co_return not_found("agent");
+    }
+  }
+  auto rows = read(state, [&](auto& c) { return storage::list_memories(c, f, p); });
+  auto total = read(state, [&](auto& c) { return storage::count_memories(c, f); });
+  if (!rows || !total) {
+    co_return error_response(!rows ? rows.error() : total.error());
+  }
+  co_return page_answer(*rows, total->count, p,
+                        [&](json_writer& w, const storage::memory_item_record& m) {
+                          write_memory(w, m, uuid_of(state, m.superseded_by));
+                        });
+}
+
+asio::awaitable<http_response> create_memory(state_ptr state, request_context& ctx,
+                                             api_caller caller) {
+  std::optional<http_response> bad;
+  auto user = target_user(state, ctx, caller, bad);
+  if (!user) {
+    co_return *bad;
+  }
+  json_body body(ctx.request().body);
+  body.only({"scope", "kind", "key", "content", "summary", "importance", "confidence",
+             "sensitivity", "pinned", "expires_at", "agent", "status"});
+  storage::memory_proposal p;
+  p.uuid = new_uuid();
+  p.user_id = *user;
+  p.actor = actor_of(caller);
+  p.source = "api";
+  p.active = true;
+  if (auto v = body.text("scope")) {
+    p.scope = *v;
+  }
+  if (auto v = body.text("kind")) {
+    p.kind = *v;
+  }
+  if (auto v = body.text("key", true, memory::max_key_bytes)) {
+    p.key = *v;
+  }
+  if (auto v = body.text("content", true, memory::max_content_bytes)) {
+    p.content = *v;
+  }
+  if (auto v = body.text("summary", false, memory::max_summary_bytes)) {
+    p.summary = *v;
+  }
+  if (auto v = body.integer("importance")) {
+    p.importance = v->value_or(p.importance);
+  }
+  if (auto v = number(body, "confidence")) {
+    p.confidence = *v;
+  }
+  if (auto v = body.text("sensitivity")) {
+    p.sensitivity = *v;
+  }
+  if (auto v = boolean(body, "pinned")) {
+    p.pinned = *v;
+  }
+  if (auto v = body.integer("expires_at", true)) {
+    p.expires_at = *v;
+  }
+  if (auto v = body.text("status")) {
+    if (*v != "active" && *v != "candidate") {
+      body.invalid("status", "must be \"active\" or \"candidate\"");
+    }
+    p.active = *v == "active";
+  }
+  if (auto v = body.text("agent")) {
+    p.agent_id = agent_row(state, *v);
+    if (!p.agent_id) {
+      body.invalid("agent", "no such agent");
+    }
+  }
+  if (!body.ok()) {
+    co_return body.error_response();
+  }
+  if (auto valid = storage::validate_proposal(p); !valid) {
+    co_return http_response::error(400, "invalid_argument", valid.error().message);
+  }
+  storage::memory_change change;
+  change.proposal = std::move(p);
+  auto writing = apply_change(state, *user, std::move(change));
+  auto done = co_await std::move(writing);
+  if (!done) {
+    co_return error_response(done.error());
+  }
+  if (done->refusal) {
+    co_return refused_answer(*done->refusal);
+  }
+  const bool created = done->outcome == storage::memory_outcome::created ||
+                       done->outcome == storage::memory_outcome::superseded;
+  co_return change_answer(state, created ? 201 : 200, *done);
+}
+
+asio::awaitable<http_response> get_memory(state_ptr state, request_context& ctx,
+                                          api_caller caller) {
+  auto item = visible_item(state, ctx, caller);
+  if (!item) {
+    co_return not_found("memory");
+  }
+  const auto successor = uuid_of(state, item->superseded_by);
+  co_return one_answer(200, *item, [&](json_writer& w, const storage::memory_item_record& m) {
+    write_memory(w, m, successor);
+  });
+}
+
+asio::awaitable<http_response> patch_memory(state_ptr state, request_context& ctx,
+                                            api_caller caller) {
+  auto item = visible_item(state, ctx, caller);
+  if (!item) {
+    co_return not_found("memory");
+  }
+  json_body body(ctx.request().body);
+  body.only({"content", "summary", "status", "pinned", "expires_at"});
+  storage::memory_patch patch;
+  patch.id = item->id;
+  patch.user_id = item->user_id;
+  patch.actor = actor_of(caller);
+  if (auto v = body.text("content", false, memory::max_content_bytes)) {
+    patch.content = *v;
+  }
+  if (auto v = body.text("summary", false, memory::max_summary_bytes)) {
+    patch.summary = *v;
+  }
+  if (auto v = body.text("status")) {
+    if (*v != "active" && *v != "dismissed") {
+      body.invalid("status", "must be \"active\" (approve) or \"dismissed\"");
+    }
+    patch.status = *v;
+  }
+  if (auto v = boolean(body, "pinned")) {
+    patch.pinned = *v;
+  }
+  if (auto v = body.integer("expires_at", true)) {
+    patch.expires_at = *v;
+  }
+  if (!body.ok()) {
+    co_return body.error_response();
+  }
+  storage::memory_change change;
+  change.what = storage::memory_change::action::review;
+  change.patch = std::move(patch);
+  auto writing = apply_change(state, item->user_id, std::move(change));
+  auto done = co_await std::move(writing);
+  if (!done) {
+    co_return error_response(done.error());
+  }
+  if (done->refusal) {
+    co_return refused_answer(*done->refusal);
+  }
+  co_return change_answer(state, 200, *done);
+}
+
+asio::awaitable<http_response> delete_memory(state_ptr state, request_context& ctx,
+                                             api_caller caller) {
+  auto item = visible_item(state, ctx, caller);
+  if (!item) {
+    co_return not_found("memory");
+  }
+  storage::memory_change change;
+  change.what = storage::memory_change::action::forget;
+  change.patch.id = item->id;
+  change.patch.user_id = item->user_id;
+  change.patch.actor = actor_of(caller);
+  auto writing = apply_change(state, item->user_id, std::move(change));
+  auto done = co_await std::move(writing);
+  if (!done) {
+    co_return error_response(done.error());
+  }
+  co_return http_response{204, "application/json", {}, {}};
+}
+
+asio::awaitable<http_response> memory_revisions(state_ptr state, request_context& ctx,
+                                                api_caller caller) {
+  auto item = visible_item(state, ctx, caller);
+  if (!item) {
+    co_return not_found("memory");
+  }
+  auto rows = read(state, [&](auto& c) { return storage::list_memory_revisions(c, item->id); });
+  if (!rows) {
+    co_return error_response(rows.error());
+  }
+  const storage::page all{static_cast<std::int64_t>(rows->size()), 0};
+  co_return page_answer(*rows, static_cast<std::int64_t>(rows->size()), all,
+                        [](json_writer& w, const storage::memory_revision_record& r) {
+                          w.begin_object();
+                          w.key("id").value(r.id);
+                          w.key("action").value(r.action);
+                          w.key("content").value(r.content);
+                          w.key("summary").value(r.summary);
+                          w.key("status").value(r.status);
+                          w.key("actor").value(r.actor);
+                          w.key("created_at").value(r.created_at);
+                          w.end_object();
+                        });
+}
+
+asio::awaitable<http_response> memory_evidence(state_ptr state, request_context& ctx,
+                                               api_caller caller) {
+  auto item = visible_item(state, ctx, caller);
+  if (!item) {
+    co_return not_found("memory");
+  }
+  auto rows = read(state, [&](auto& c) { return storage::list_memory_evidence(c, item->id); });
+  if (!rows) {
+    co_return error_response(rows.error());
+  }
+  const storage::page all{static_cast<std::int64_t>(rows->size()), 0};
+  co_return page_answer(
+      *rows, static_cast<std::int64_t>(rows->size()), all,
+      [&](json_writer& w, const storage::memory_evidence_record& e) {
+        w.begin_object();
+        w.key("id").value(e.id);
+        w.key("relation").value(e.relation);
+        w.key("conversation_id");
+        auto conversation =
+            e.conversation_id
+                ? read(state,
+                       [&](auto& c) { return storage::find_conversation(c, *e.conversation_id); })
+                : expected<storage::conversation_record>(
+                      tl::unexpected(error{errc::not_found, ""}));
+        if (conversation) {
+          w.value(conversation->uuid);
+        } else {
+          w.value(nullptr);
+        }
+        w.key("message_id");
+        if (e.message_id) {
+          w.value(*e.message_id);
+        } else {
+          w.value(nullptr);
+        }
+        w.key("run_id");
+        auto run = e.run_id
+                       ? read(state, [&](auto& c) { return storage::find_run(c, *e.run_id); })
+                       : expected<storage::run_record>(tl::unexpected(error{errc::not_found, ""}));
+        if (run) {
+          w.value(run->uuid);
+        } else {
+          w.value(nullptr);
+        }
+        w.key("source").value(e.source);
+        w.key("created_at").value(e.created_at);
+        w.end_object();
+      });
+}
+
+} // namespace
+
+void add_memory_routes(route_table& routes) {
+  using net::http_method;
+  routes.add(http_method::get, "/api/v1/memories", api_access::user, &list_memories);
+  routes.add(http_method::post, "/api/v1/memories", api_access::user, &create_memory);
+  routes.add(http_method::get, "/api/v1/memories/{id}", api_access::user, &get_memory);
+  routes.add(http_method::patch, "/api/v1/memories/{id}", api_access::user, &patch_memory);
+  routes.add(http_method::del, "/api/v1/memories/{id}", api_access::user, &delete_memory);
+  routes.add(http_method::get, "/api/v1/memories/{id}/revisions", api_access::user,
+             &memory_revisions);
+  routes.add(http_method::get, "/api/v1/memories/{id}/evidence", api_access::user,
+             &memory_evidence);
+}
+
+} // namespace troupe::api
