@@ -30,6 +30,7 @@
 #include "troupe/storage/database.hpp"
 #include "troupe/storage/repositories.hpp"
 #include "troupe/storage/secret_box.hpp"
+#include "troupe/storage/wal_checkpointer.hpp"
 #include "troupe/tools/blocking_pool.hpp"
 #include "troupe/tools/builtin_tools.hpp"
 #include "troupe/tools/control_tools.hpp"
@@ -163,6 +164,7 @@ struct node::impl {
   bool demo = false;
   // Storage: the writer connection goes to the store_writer; reads use the pool.
   std::shared_ptr<storage::connection> db_writer;
+  std::unique_ptr<storage::wal_checkpointer> checkpointer;
   std::shared_ptr<storage::read_pool> db_reads;
   std::shared_ptr<storage::catalog_cache> catalog_rows;
   // Seals provider keys at rest (`<data-dir>/secret.key`).
@@ -310,6 +312,14 @@ struct node::impl {
       }
     }
     db_writer = std::make_shared<storage::connection>(std::move(*conn));
+    // Checkpoints leave the writer's commits for a thread of their own.
+    auto checkpoints = storage::wal_checkpointer::start(
+        path, *db_writer,
+        {.checkpoint_frames = static_cast<int>(config.storage.checkpoint_frames)});
+    if (!checkpoints) {
+      return tl::unexpected(checkpoints.error());
+    }
+    checkpointer = std::move(*checkpoints);
     db_reads = std::move(*reads);
     return {};
   }

@@ -315,6 +315,10 @@ const std::vector<setting_spec>& specs() {
         "writes admitting new work that may wait for the writer; past it 503 (0: no bound)",
         [](settings& s) -> std::size_t& { return s.storage.writer_max_queue; }, std::size_t{0},
         std::size_t{10'000'000}));
+    t.push_back(integer_spec<unsigned>(
+        "storage.checkpoint_frames",
+        "WAL frames beyond which a checkpoint runs (on its own thread, not in a commit)",
+        [](settings& s) -> unsigned& { return s.storage.checkpoint_frames; }, 1u, 1'000'000u));
     t.push_back(make_spec(
         "api.rate_per_second", "requests per second each token may make on average",
         [](settings& s, std::string_view text) -> expected<void> {

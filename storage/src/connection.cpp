@@ -191,7 +191,8 @@ expected<sync_mode> parse_sync_mode(std::string_view text) {
 
 connection::connection(connection&& other) noexcept
     : db_(std::exchange(other.db_, nullptr)), read_only_(other.read_only_),
-      path_(std::move(other.path_)), cache_(std::move(other.cache_)) {
+      path_(std::move(other.path_)), cache_(std::move(other.cache_)),
+      wal_hook_(std::move(other.wal_hook_)) {
   other.cache_.clear();
 }
 
@@ -203,6 +204,7 @@ connection& connection::operator=(connection&& other) noexcept {
     path_ = std::move(other.path_);
     cache_ = std::move(other.cache_);
     other.cache_.clear();
+    wal_hook_ = std::move(other.wal_hook_);
   }
   return *this;
 }
@@ -287,6 +289,17 @@ expected<statement> connection::prepare(std::string_view sql) {
   }
   auto [pos, inserted] = cache_.emplace(std::string(sql), cache_entry{stmt, true});
   return statement(pos->second.stmt, &pos->second.in_use);
+}
+
+void connection::on_wal_commit(std::function<void(int frames)> hook) {
+  wal_hook_ = std::make_unique<std::function<void(int)>>(std::move(hook));
+  sqlite3_wal_hook(
+      db_,
+      [](void* arg, sqlite3*, const char*, int frames) -> int {
+        (*static_cast<std::function<void(int)>*>(arg))(frames);
+        return SQLITE_OK;
+      },
+      wal_hook_.get());
 }
 
 std::int64_t connection::last_insert_id() const noexcept {

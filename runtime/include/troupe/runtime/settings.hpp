@@ -122,6 +122,9 @@ struct storage_settings {
   /// before anything is acknowledged. The writes of admitted work are never refused.
   /// 0: no bound.
   std::size_t writer_max_queue = 4096;
+  /// WAL frames beyond which a checkpoint copies them back into the database. It runs
+  /// on a thread of its own (storage::wal_checkpointer), never inside a commit.
+  unsigned checkpoint_frames = 1000;
 };
 
 /// `[api]`: the /api/v1 surface: per-token rate limits, uploads, signed links and CORS.

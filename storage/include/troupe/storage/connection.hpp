@@ -7,6 +7,7 @@
 
 #include <cstdint>
 #include <filesystem>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -196,6 +197,11 @@ public:
     return db_;
   }
 
+  /// Calls `hook(frames)` after every commit of this (WAL-mode) connection, with the
+  /// number of frames the WAL now holds. Replaces SQLite's automatic checkpoint: once a
+  /// hook is set, this connection never checkpoints by itself (see wal_checkpointer).
+  void on_wal_commit(std::function<void(int frames)> hook);
+
 private:
   struct cache_entry {
     sqlite3_stmt* stmt = nullptr;
@@ -207,6 +213,8 @@ private:
   bool read_only_ = false;
   std::filesystem::path path_;
   std::unordered_map<std::string, cache_entry> cache_;
+  // Heap-held so that its address, which SQLite keeps, survives a move of the connection.
+  std::unique_ptr<std::function<void(int)>> wal_hook_;
 };
 
 /// An explicit transaction, rolled back when destroyed unless committed. `begin`
