@@ -325,6 +325,11 @@ asio::awaitable<expected<submitted_run>> chat_service::submit(chat_submission su
   if (submission.fresh) {
     // A conversation created for this message loads from what the caller just stored.
     auto& fresh = *submission.fresh;
+    // Not stored yet: every message of its history is written with its row.
+    std::vector<chat_message> to_store;
+    if (submission.conversation.id == 0) {
+      to_store = fresh.history;
+    }
     if (fresh.history.size() > options_.history_messages) {
       fresh.history.erase(fresh.history.begin(),
                           fresh.history.end() -
@@ -332,6 +337,10 @@ asio::awaitable<expected<submitted_run>> chat_service::submit(chat_submission su
     }
     auto spec =
         conversation_spec_from(submission.conversation, fresh.agent, std::move(fresh.history));
+    if (spec && submission.conversation.id == 0) {
+      spec->unstored = submission.conversation;
+      spec->unstored_history = std::move(to_store);
+    }
     if (spec) {
       std::lock_guard lock(prepared_mutex_);
       prepared_.insert_or_assign(out.conversation_id, std::move(*spec));

@@ -60,11 +60,15 @@ struct conversation_state {
   std::uint64_t activity = 0;
   std::uint64_t turns = 0;
   std::uint64_t arrivals = 0;
+  /// A conversation not yet stored (`spec.unstored`): its row id, filled on the writer's
+  /// thread by the write that inserts it, so the writes queued behind that one (which
+  /// the writer applies in order) can name it before the conversation learns it.
+  std::shared_ptr<storage::row_id> unstored_row;
 };
 
 /// Whether this conversation writes its runs and messages.
 bool stores(const conversation_state& st) {
-  return st.spec.io.writer && st.spec.conversation_row != 0;
+  return st.spec.io.writer && (st.spec.conversation_row != 0 || st.unstored_row);
 }
 
 using conversation_self = homed_typed_actor<conversation_state, conversation_actor>*;
@@ -317,6 +321,12 @@ pending_turn* find_turn(conversation_state& st, const std::string& run_id) {
 void on_turn_stored(conversation_self self, const std::string& run_id, storage::row_id row,
                     std::optional<std::string> failure) {
   auto& st = self->state;
+  if (st.spec.conversation_row == 0 && st.unstored_row && *st.unstored_row != 0) {
+    // The write that inserted the conversation committed (it is the first, and the
+    // writer applies this conversation's writes in order).
+    st.spec.conversation_row = *st.unstored_row;
+    st.unstored_row.reset();
+  }
   auto* turn = find_turn(st, run_id);
   if (!turn) {
     // Cancelled while its write was in flight: its row must not stay queued.
@@ -334,7 +344,7 @@ void on_turn_stored(conversation_self self, const std::string& run_id, storage::
     // The run started while its row was written: it learns the row (0: it fails, and its
     // result ends the turn).
     turn->store_failure = failure;
-    self->send(st.current, row_atom::value, turn->run_row);
+    self->send(st.current, row_atom::value, turn->run_row, st.spec.conversation_row);
     return;
   }
   if (!failure) {
@@ -370,22 +380,63 @@ void store_turn(conversation_self self, const std::string& run_id, const std::st
   message.role = "user";
   message.content = text;
   message.created_at = unix_millis_now();
+  // Where the conversation's row id comes from when it is not known yet: the first write
+  // inserts the conversation and fills `slot`; the writes behind it read it there.
+  std::shared_ptr<storage::row_id> slot = st.spec.conversation_row == 0 ? st.unstored_row : nullptr;
+  std::optional<storage::conversation_record> insert =
+      std::exchange(st.spec.unstored, std::nullopt);
+  std::vector<chat_message> insert_history = std::exchange(st.spec.unstored_history, {});
+  // Inserts the conversation when this write is the one that creates it, then names it
+  // in `message` (and returns its row): the conversation's row, known or just written.
+  auto conversation_row =
+      [slot, insert = std::move(insert), insert_history = std::move(insert_history)](
+          storage::connection& c, storage::message_record& m) -> expected<storage::row_id> {
+    if (insert) {
+      auto id = storage::insert_conversation(c, *insert);
+      if (!id) {
+        return id;
+      }
+      for (const auto& h : insert_history) {
+        storage::message_record r;
+        r.conversation_id = *id;
+        r.role = std::string(to_string(h.role));
+        r.content = h.content;
+        if (auto added = storage::insert_message(c, r); !added) {
+          return tl::unexpected(added.error());
+        }
+      }
+      *slot = *id;
+    }
+    if (slot) {
+      if (*slot == 0) {
+        return fail(errc::unavailable, "the conversation itself could not be stored");
+      }
+      m.conversation_id = *slot;
+    }
+    return m.conversation_id;
+  };
   storage::write_op op;
   if (joins.empty()) {
     storage::run_record row;
     row.uuid = run_id;
-    row.conversation_id = st.spec.conversation_row;
     row.agent_id = st.spec.agent_row;
     row.model = st.spec.agent.model;
     row.created_at = message.created_at;
     op = storage::make_write("store the message and its run",
-                             [row = std::move(row), message = std::move(message)](
+                             [row = std::move(row), message = std::move(message),
+                              conversation_row = std::move(conversation_row)](
                                  storage::connection& c) -> expected<storage::row_id> {
-                               auto id = storage::insert_run(c, row);
+                               auto m = message;
+                               auto conversation = conversation_row(c, m);
+                               if (!conversation) {
+                                 return conversation;
+                               }
+                               auto r = row;
+                               r.conversation_id = *conversation;
+                               auto id = storage::insert_run(c, r);
                                if (!id) {
                                  return id;
                                }
-                               auto m = message;
                                m.run_id = *id;
                                if (auto inserted = storage::insert_message(c, m); !inserted) {
                                  return tl::unexpected(inserted.error());
@@ -395,10 +446,14 @@ void store_turn(conversation_self self, const std::string& run_id, const std::st
   } else {
     op = storage::make_write(
         "store the message",
-        [joins, message = std::move(message)](storage::connection& c) -> expected<storage::row_id> {
+        [joins, message = std::move(message), conversation_row = std::move(conversation_row)](
+            storage::connection& c) -> expected<storage::row_id> {
           // The run it joins was written earlier by this conversation (one
           // sender's writes apply in order), unless that write failed.
           auto m = message;
+          if (auto conversation = conversation_row(c, m); !conversation) {
+            return conversation;
+          }
           if (auto run = storage::find_run_by_uuid(c, joins)) {
             m.run_id = run->id;
           }
@@ -502,6 +557,9 @@ void accept(conversation_self self, pending_turn turn,
 conversation_actor::behavior_type conversation_behavior(conversation_self self,
                                                         conversation_spec spec) {
   self->state.spec = std::move(spec);
+  if (self->state.spec.unstored) {
+    self->state.unstored_row = std::make_shared<storage::row_id>(0);
+  }
   self->state.history = std::move(self->state.spec.history);
   if (self->state.history.size() > self->state.spec.history_limit) {
     self->state.history.erase(self->state.history.begin(),

@@ -198,7 +198,7 @@ void start_run(run_self self) {
   st.budget = harness::correction_budget(st.contract.max_correction_attempts);
   st.client = std::make_shared<net::provider_client>(*st.spec.io.http, st.spec.provider);
   st.messages = st.spec.history;
-  write_with_row(self, [](storage::row_id run_row) {
+  write_with_row(self, [](storage::row_id run_row, storage::row_id) {
     return storage::set_run_status_op(run_row, storage::run_status::running);
   });
   chat_message user{chat_role::user, st.spec.objective, {}, {}, {}};
@@ -269,7 +269,9 @@ run_actor::behavior_type run_behavior(run_self self, run_spec spec, run_event_si
                    "the run reached its deadline and was cancelled");
       },
       [self](delta_atom, int round, std::string& text) { on_delta(self, round, std::move(text)); },
-      [self](row_atom, storage::row_id row) { on_run_row(self, row); },
+      [self](row_atom, storage::row_id row, storage::row_id conversation) {
+        on_run_row(self, row, conversation);
+      },
   };
 }
 

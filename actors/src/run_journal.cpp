@@ -14,8 +14,9 @@ namespace troupe::actors {
 namespace {
 
 /// A group of entries waiting to be stored is written once it holds this many entries
-/// (or bytes), or a step or harness decision; smaller groups of text deltas wait for the
-/// next, or for the final entries, so a streamed answer costs no commit per delta.
+/// (or bytes), or `persist_after` after a step or harness decision; smaller groups of
+/// text deltas wait for the next, or for the final entries, so a streamed answer costs
+/// no commit per delta.
 constexpr std::size_t persist_group_entries = 64;
 constexpr std::size_t persist_group_bytes = 32 * 1024;
 
@@ -42,6 +43,8 @@ struct journal_state {
   bool pending_milestone = false;
   /// A persist_atom is in the mailbox.
   bool persist_queued = false;
+  /// A timed persist_atom is on its way (a milestone waits for it).
+  bool persist_timed = false;
   /// Told the write-failure warning once.
   bool warned = false;
 };
@@ -122,9 +125,15 @@ void append(journal_self self, std::string_view event, std::string_view data, bo
   }
   // Stored once the mailbox has drained (the entries that arrived meanwhile go along),
   // if the group is worth a write of its own; the final entries go at once (finish).
-  if (st.options.writer && !st.persist_queued && !st.finished) {
-    st.persist_queued = true;
-    self->send(self, persist_atom::value);
+  if (st.options.writer && !st.finished) {
+    if (st.pending_milestone && !st.persist_timed) {
+      st.persist_timed = true;
+      self->delayed_send(self, st.options.persist_after, persist_atom::value, true);
+    }
+    if (!st.persist_queued) {
+      st.persist_queued = true;
+      self->send(self, persist_atom::value, false);
+    }
   }
 }
 
@@ -294,13 +303,13 @@ run_journal_actor::behavior_type journal_behavior(journal_self self, journal_opt
         self->quit();
       },
       [self](expire_atom, bool) { self->quit(); },
-      [self](persist_atom) {
+      [self](persist_atom, bool timed) {
         auto& st = self->state;
-        st.persist_queued = false;
+        (timed ? st.persist_timed : st.persist_queued) = false;
         if (st.finished) {
           return;
         }
-        if (st.pending_milestone || st.pending_bytes >= persist_group_bytes ||
+        if ((timed && st.pending_milestone) || st.pending_bytes >= persist_group_bytes ||
             st.entries.size() - st.submitted >= persist_group_entries) {
           submit(self, [] {});
         }

@@ -69,7 +69,7 @@ bool persists(const run_state& st) {
   return st.spec.io.writer && (st.spec.run_row != 0 || st.spec.row_pending);
 }
 
-void write_with_row(run_self self, std::function<storage::write_op(storage::row_id)> make) {
+void write_with_row(run_self self, row_write make) {
   auto& st = self->state;
   if (!st.spec.io.writer) {
     return;
@@ -79,17 +79,20 @@ void write_with_row(run_self self, std::function<storage::write_op(storage::row_
     return;
   }
   if (st.spec.run_row != 0) {
-    write(self, make(st.spec.run_row));
+    write(self, make(st.spec.run_row, st.spec.conversation_row));
   }
 }
 
-void on_run_row(run_self self, storage::row_id row) {
+void on_run_row(run_self self, storage::row_id row, storage::row_id conversation) {
   auto& st = self->state;
   if (!st.spec.row_pending) {
     return;
   }
   st.spec.row_pending = false;
   st.spec.run_row = row;
+  if (st.spec.conversation_row == 0) {
+    st.spec.conversation_row = conversation;
+  }
   auto deferred = std::move(st.deferred_writes);
   st.deferred_writes.clear();
   if (row == 0) {
@@ -105,7 +108,7 @@ void on_run_row(run_self self, storage::row_id row) {
     return;
   }
   for (auto& make : deferred) {
-    write(self, make(row));
+    write(self, make(row, st.spec.conversation_row));
   }
   if (st.outcome_waits_for_row) {
     report_outcome(self);
@@ -126,7 +129,7 @@ void record_step(run_self self, std::string kind, std::string name, std::string 
   step.input_json = std::move(input_json);
   step.output_json = std::move(output_json);
   step.created_at = unix_millis_now();
-  write_with_row(self, [step = std::move(step)](storage::row_id run_row) mutable {
+  write_with_row(self, [step = std::move(step)](storage::row_id run_row, storage::row_id) mutable {
     step.run_id = run_row;
     return storage::append_step_op(std::move(step));
   });
@@ -134,11 +137,11 @@ void record_step(run_self self, std::string kind, std::string name, std::string 
 
 void persist_message(run_self self, const chat_message& m, const token_usage* usage) {
   auto& st = self->state;
-  if (st.spec.conversation_row == 0 || !persists(st)) {
+  // A run of a conversation created with it learns the conversation's row with its own.
+  if ((st.spec.conversation_row == 0 && !st.spec.row_pending) || !persists(st)) {
     return;
   }
   storage::message_record r;
-  r.conversation_id = st.spec.conversation_row;
   r.role = std::string(to_string(m.role));
   r.content = m.content;
   if (!m.tool_calls.empty()) {
@@ -150,10 +153,12 @@ void persist_message(run_self self, const chat_message& m, const token_usage* us
     r.completion_tokens = static_cast<std::int64_t>(usage->completion_tokens);
   }
   r.created_at = unix_millis_now();
-  write_with_row(self, [r = std::move(r)](storage::row_id run_row) mutable {
-    r.run_id = run_row;
-    return storage::append_message_op(std::move(r));
-  });
+  write_with_row(
+      self, [r = std::move(r)](storage::row_id run_row, storage::row_id conversation_row) mutable {
+        r.run_id = run_row;
+        r.conversation_id = conversation_row;
+        return storage::append_message_op(std::move(r));
+      });
 }
 
 void push_message(run_self self, chat_message m) {

@@ -68,6 +68,10 @@ struct gate_result {
   std::string text;
 };
 
+/// Makes a write of the run from its rows (run, conversation), once they are known.
+using row_write =
+    std::function<storage::write_op(storage::row_id run, storage::row_id conversation)>;
+
 struct run_state {
   run_spec spec;
   run_event_sink subscriber;
@@ -101,7 +105,7 @@ struct run_state {
   std::optional<std::string> persistence_error;
   /// While the run row is pending (`spec.row_pending`): the writes made so far, built
   /// once the row id is known, and whether the run's outcome waits for it too.
-  std::vector<std::function<storage::write_op(storage::row_id)>> deferred_writes;
+  std::vector<row_write> deferred_writes;
   bool outcome_waits_for_row = false;
   bool candidate_streamed = false;
   caf::response_promise promise;
@@ -185,11 +189,11 @@ void publish(run_self self, run_event_type type, std::string data_json,
              std::string harness_name = {});
 /// Queues a write (dropped when the run is not persisted).
 void write(run_self self, storage::write_op op);
-/// Writes the op `make(run_row)`: now when the run row is known, after it is written
-/// while it is pending, never when the run is not persisted.
-void write_with_row(run_self self, std::function<storage::write_op(storage::row_id)> make);
+/// Writes the op `make(run_row, conversation_row)`: now when the run row is known, after
+/// it is written while it is pending, never when the run is not persisted.
+void write_with_row(run_self self, row_write make);
 /// The pending run row arrived (0: its write failed): sends the deferred writes.
-void on_run_row(run_self self, storage::row_id row);
+void on_run_row(run_self self, storage::row_id row, storage::row_id conversation);
 /// Whether the run persists what it does (a writer, and a run row known or pending).
 bool persists(const run_state& st);
 void record_step(run_self self, std::string kind, std::string name, std::string status,

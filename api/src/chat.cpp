@@ -68,16 +68,16 @@ expected<storage::agent_record> chat_agent(const api_state& state, const api_cal
   return found;
 }
 
-asio::awaitable<expected<storage::conversation_record>>
-new_conversation(state_ptr state, api_caller caller, storage::agent_record agent,
-                 std::string first_message, std::vector<chat_message> history, bool ephemeral) {
+storage::conversation_record new_conversation(const api_state& state, const api_caller& caller,
+                                              const storage::agent_record& agent,
+                                              std::string_view first_message, bool ephemeral) {
   storage::conversation_record c;
   c.ephemeral = ephemeral;
   // Homed on this request's shard when the chat service runs on shards.
-  c.uuid = state->chat ? state->chat->new_conversation_id() : new_uuid();
+  c.uuid = state.chat ? state.chat->new_conversation_id() : new_uuid();
   c.owner_user_id = caller.user_id;
   c.agent_id = agent.id;
-  auto title = first_message.substr(0, first_message.find('\n'));
+  auto title = std::string(first_message.substr(0, first_message.find('\n')));
   if (title.size() > 80) {
     title.resize(80);
     // Do not cut a UTF-8 sequence in half.
@@ -90,29 +90,7 @@ new_conversation(state_ptr state, api_caller caller, storage::agent_record agent
   }
   c.title = title;
   c.created_at = storage::now_millis();
-  auto pending = state->store->write(storage::make_write(
-      "create conversation", [c, history](storage::connection& conn) -> expected<storage::row_id> {
-        auto id = storage::insert_conversation(conn, c);
-        if (!id) {
-          return id;
-        }
-        for (const auto& m : history) {
-          storage::message_record r;
-          r.conversation_id = *id;
-          r.role = std::string(to_string(m.role));
-          r.content = m.content;
-          if (auto added = storage::insert_message(conn, r); !added) {
-            return tl::unexpected(added.error());
-          }
-        }
-        return id;
-      }));
-  auto id = co_await std::move(pending);
-  if (!id) {
-    co_return tl::unexpected(id.error());
-  }
-  c.id = *id;
-  co_return c;
+  return c;
 }
 
 asio::awaitable<expected<actors::run_result>> await_run(const api_state& state,
@@ -331,13 +309,8 @@ asio::awaitable<expected<started_chat>> start_chat(state_ptr state, request_cont
       co_return tl::unexpected(found.error());
     }
     agent = std::move(*found);
-    auto pending = new_conversation(state, caller, *agent, *message, {});
-    auto created = co_await std::move(pending);
-    if (!created) {
-      answer = error_response(created.error());
-      co_return tl::unexpected(created.error());
-    }
-    conversation = std::move(*created);
+    // Stored with the message and its run, in one commit (see chat_submission::fresh).
+    conversation = new_conversation(*state, caller, *agent, *message);
     created_now = true;
   }
   auto attached = attach_files(*state, conversation.uuid, files, answer);

@@ -25,13 +25,14 @@ expected<storage::agent_record> chat_agent(const api_state& state, const api_cal
                                            const std::string& agent,
                                            std::optional<net::http_response>& answer);
 
-/// Creates a conversation of `caller` with `agent`, titled after `first_message`, with
-/// `history` (user and assistant messages, oldest first) stored as its first messages;
-/// `ephemeral`: deleted once idle for `api.ephemeral_retention_ms` (lifecycle.hpp).
-boost::asio::awaitable<expected<storage::conversation_record>>
-new_conversation(state_ptr state, api_caller caller, storage::agent_record agent,
-                 std::string first_message, std::vector<chat_message> history,
-                 bool ephemeral = false);
+/// A new conversation of `caller` with `agent`, titled after `first_message`, not yet
+/// stored (id 0): submitted with `chat_submission::fresh`, its row is written with its
+/// first message and run, in one commit. `ephemeral`: deleted once idle for
+/// `api.ephemeral_retention_ms` (lifecycle.hpp).
+storage::conversation_record new_conversation(const api_state& state, const api_caller& caller,
+                                              const storage::agent_record& agent,
+                                              std::string_view first_message,
+                                              bool ephemeral = false);
 
 /// The largest user message a chat route takes.
 inline constexpr std::size_t max_message_bytes = 256 * 1024;

@@ -396,11 +396,8 @@ asio::awaitable<http_response> completions(state_ptr state, request_context& ctx
                              "model");
     }
   } else {
-    auto creating = new_conversation(state, caller, *agent, in.objective, in.history, true);
-    conversation = co_await std::move(creating);
-    if (!conversation) {
-      co_return error_response(conversation.error());
-    }
+    // Stored with its history, the message and its run, in one commit.
+    conversation = new_conversation(*state, caller, *agent, in.objective, true);
     created_now = true;
   }
   const bool demo = is_demo_agent(*state, *agent);

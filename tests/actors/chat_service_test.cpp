@@ -240,6 +240,45 @@ TEST_CASE("a submitted message and its run row are committed before the submissi
   CHECK(must(storage::list_messages(w.db.db, w.conversation.id)).size() == 1);
 }
 
+TEST_CASE("a conversation created for its first message is stored in the same commit as that "
+          "message, its history and its run",
+          "[actors][chat_service][durable]") {
+  chat_world w(R"([{"match":{"user":"hold"},"ttft_ms":3600000,"reply":{"text":"late"}}])");
+  storage::agent_record agent = must(storage::find_agent_by_uuid(w.db.db, "agent-1"));
+  actors::chat_submission s;
+  s.user_id = w.user;
+  s.conversation.uuid = "conv-new";
+  s.conversation.owner_user_id = w.user;
+  s.conversation.agent_id = w.agent;
+  s.conversation.title = "new one";
+  s.text = "hold on";
+  s.fresh = actors::chat_submission::fresh_conversation{
+      agent,
+      {chat_message{chat_role::user, "earlier", {}, {}, {}},
+       chat_message{chat_role::assistant, "an earlier answer", {}, {}, {}}}};
+  const auto before = must(actors::writer_stats(w.world.system(), w.writer));
+  boost::asio::io_context io;
+  auto submitted = run_until_done(io, w.chat->submit(std::move(s)));
+  REQUIRE(submitted);
+  // Acknowledged after one write: the conversation row was not a commit of its own.
+  const auto after = must(actors::writer_stats(w.world.system(), w.writer));
+  CHECK(after.writes - before.writes == 1);
+  CHECK(after.batches - before.batches == 1);
+  auto conversation = must(storage::find_conversation_by_uuid(w.db.db, "conv-new", w.user));
+  CHECK(conversation.title == "new one");
+  auto run = must(storage::find_run_by_uuid(w.db.db, submitted->run_id));
+  CHECK(run.conversation_id == conversation.id);
+  auto messages = must(storage::list_messages(w.db.db, conversation.id));
+  REQUIRE(messages.size() == 3);
+  CHECK(messages[0].content == "earlier");
+  CHECK(messages[1].content == "an earlier answer");
+  CHECK(messages[2].content == "hold on");
+  CHECK(messages[2].run_id == std::optional<storage::row_id>(run.id));
+  auto cancelled = run_until_done(io, w.chat->cancel("conv-new", submitted->run_id));
+  REQUIRE(cancelled);
+  CHECK(w.wait(submitted->journal).status == storage::run_status::cancelled);
+}
+
 TEST_CASE("a run's model call does not wait for its message's commit, but its answer does",
           "[actors][chat_service][durable]") {
   chat_world w(R"([{"match":{"user":"quick"},"reply":{"text":"fast answer"}}])");

@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -50,8 +51,14 @@ inline constexpr std::size_t default_max_pending = 64;
 struct conversation_spec {
   /// Public conversation id.
   std::string id;
-  /// The conversation's row and owner's agent row; 0: runs are not persisted.
+  /// The conversation's row and owner's agent row; 0: runs are not persisted (unless
+  /// `unstored` is set).
   storage::row_id conversation_row = 0;
+  /// A conversation created for its first message and not written yet: its row (with
+  /// `unstored_history` as its first messages) is inserted in the same commit as that
+  /// message and its run, so a new conversation costs one commit, not two.
+  std::optional<storage::conversation_record> unstored;
+  std::vector<chat_message> unstored_history;
   storage::row_id agent_row = 0;
   agent_settings agent;
   net::provider_config provider;

@@ -100,7 +100,8 @@ struct run_spec {
   /// Database rows; 0: not persisted (the run row is created by the caller, queued).
   storage::row_id run_row = 0;
   /// The run row is being written while the run starts: its writes wait for
-  /// (row_atom, row) and go then, in order; row 0 (the write failed) fails the run.
+  /// (row_atom, row, conversation row) and go then, in order; row 0 (the write failed)
+  /// fails the run. A conversation created with this run learns its row then too.
   bool row_pending = false;
   storage::row_id conversation_row = 0;
   /// The conversation's owner and the agent's row (memory's scope); 0: unknown.
@@ -136,8 +137,9 @@ using run_event_sink = caf::typed_actor<caf::reacts_to<event_atom, run_event>>;
 ///   (cancel_atom)                 cancels every in-flight LLM stream and tool call
 ///                                 (sandboxed processes are killed); ends as cancelled
 ///   (steer_atom, text)            adds a user message to the next LLM round
-///   (row_atom, row)               the run row of a run started with `row_pending` is
-///                                 written (row 0: it could not be; the run fails)
+///   (row_atom, row, conversation) the run row of a run started with `row_pending` is
+///                                 written (row 0: it could not be; the run fails), and
+///                                 the conversation's row (written with it when new)
 /// Sent by the run to itself (not for others):
 ///   (deadline_atom)               the run's deadline (`agent.timeout`) passed
 ///   (delta_atom, round, text)     streamed text of an LLM round, from its coroutine
@@ -145,8 +147,9 @@ using run_event_sink = caf::typed_actor<caf::reacts_to<event_atom, run_event>>;
 using run_actor =
     caf::typed_actor<caf::replies_to<run_atom>::with<run_result>, caf::reacts_to<cancel_atom>,
                      caf::reacts_to<steer_atom, std::string>,
-                     caf::reacts_to<row_atom, storage::row_id>, caf::reacts_to<deadline_atom>,
-                     caf::reacts_to<delta_atom, int, std::string>, io_completion_handler>;
+                     caf::reacts_to<row_atom, storage::row_id, storage::row_id>,
+                     caf::reacts_to<deadline_atom>, caf::reacts_to<delta_atom, int, std::string>,
+                     io_completion_handler>;
 
 /// Spawns a run actor; it starts when it receives `run_atom`. `subscriber` (may be
 /// invalid) receives its events.

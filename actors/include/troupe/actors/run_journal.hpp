@@ -75,7 +75,8 @@ using journal_sink_actor = caf::typed_actor<caf::reacts_to<entry_atom, journal_e
 ///                                           unless a caller that submitted the run to
 ///                                           wait for it has not asked yet (`awaited`)
 ///   (expire_atom, true)                     leave now, waited for or not
-///   (persist_atom)                          internal: store the entries gathered
+///   (persist_atom, timed)                   internal: store the entries gathered (the
+///                                           mailbox drained, or `persist_after` passed)
 /// It is a `turn_observer`: a turn_request can name it.
 using run_journal_actor =
     caf::typed_actor<caf::reacts_to<event_atom, run_event>, caf::reacts_to<done_atom, run_result>,
@@ -83,7 +84,7 @@ using run_journal_actor =
                      caf::replies_to<wait_atom>::with<run_result>,
                      caf::replies_to<get_atom>::with<run_status_view>,
                      caf::reacts_to<watch_atom, conversation_actor>, caf::reacts_to<expire_atom>,
-                     caf::reacts_to<expire_atom, bool>, caf::reacts_to<persist_atom>>;
+                     caf::reacts_to<expire_atom, bool>, caf::reacts_to<persist_atom, bool>>;
 
 /// The live journals by run id, with each run's owner, and the bytes their entries hold.
 /// Thread-safe. Past `max_bytes` (`api.journal_max_bytes`, across all journals) the
@@ -161,6 +162,10 @@ struct journal_options {
   /// is still answered), for `awaited_grace` at most.
   bool awaited = false;
   std::chrono::milliseconds awaited_grace{std::chrono::minutes(1)};
+  /// A step or harness decision is stored at most this long after it happened, with
+  /// whatever else arrived meanwhile; a run that ends sooner stores its events once, at
+  /// its end (after its answer), so a short run costs no commit for its events before it.
+  std::chrono::milliseconds persist_after{std::chrono::milliseconds(200)};
 };
 
 run_journal_actor spawn_run_journal(caf::actor_system& system, journal_options options);

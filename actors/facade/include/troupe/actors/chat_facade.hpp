@@ -38,9 +38,11 @@ struct chat_submission {
   /// id and row, already stored with its message. Empty and 0 for a new message.
   std::string run_id;
   storage::row_id run_row = 0;
-  /// Set when `conversation` was created for this message, with its history as stored:
-  /// the conversation then loads from these (its agent row and history) instead of
-  /// being read back from the database.
+  /// Set when `conversation` is created for this message: the conversation then loads
+  /// from these (its agent row and history) instead of being read back from the
+  /// database. When `conversation.id` is 0 it is not stored yet: its row and `history`
+  /// are inserted in the same commit as this message and its run (one commit for a new
+  /// conversation), and the submission fails when that commit does.
   struct fresh_conversation {
     storage::agent_record agent;
     std::vector<chat_message> history;
