@@ -30,9 +30,10 @@ void on_recalled(run_self self, memory::rendered_block block) {
   }
   (void)st.blocks.set(prompt::memory_block, std::move(block.text));
   std::vector<storage::row_id> ids(block.ids.begin(), block.ids.end());
-  const std::optional<storage::row_id> conversation =
-      st.spec.conversation_row != 0 ? std::optional(st.spec.conversation_row) : std::nullopt;
-  write_with_row(self, [ids, conversation](storage::row_id run_row) {
+  // The conversation's row comes with the run's (a new conversation learns it then).
+  write_with_row(self, [ids](storage::row_id run_row, storage::row_id conversation_row) {
+    const std::optional<storage::row_id> conversation =
+        conversation_row != 0 ? std::optional(conversation_row) : std::nullopt;
     return storage::make_write("record memory use", [ids, conversation, run_row](auto& c) {
       return storage::record_memory_use(c, ids, run_row, conversation);
     });
