@@ -57,8 +57,7 @@ expected<std::vector<form_part>> parse_multipart(std::string_view content_type,
     }
     at += 2;
     // A part without headers (RFC 2046 allows it) starts its data after one more CRLF.
-    const auto headers_end =
-        body.substr(at, 2) == "\r\n" ? at - 2 : body.find("\r\n\r\n", at);
+    const auto headers_end = body.substr(at, 2) == "\r\n" ? at - 2 : body.find("\r\n\r\n", at);
     if (headers_end == std::string_view::npos) {
       return fail(errc::invalid_argument, "body: a multipart part has no header end");
     }
