@@ -40,6 +40,9 @@ struct pending_turn {
   /// The write of the run row and the message is in flight (a turn launched meanwhile
   /// gets its row when it commits).
   bool storing = false;
+  /// The turn started as it was accepted: its row is inserted as running (started now),
+  /// so its run does not write the status again.
+  bool starts_at_once = false;
   /// That write failed, saying this: the turn fails whatever its run did.
   std::optional<std::string> store_failure;
   /// Recovered at start: stored already, and queued as a follow-up under any policy.
@@ -263,6 +266,7 @@ void launch(conversation_self self) {
   // Its row and message are still being written: the run starts now (its model call
   // overlaps the commit) and its own writes follow once the row is known.
   spec.row_pending = st.current_turn.storing;
+  spec.row_inserted_running = st.current_turn.starts_at_once;
   // The user's message was stored with the run row when the turn was accepted.
   spec.persist_user_message = false;
   spec.conversation_row = st.spec.conversation_row;
@@ -422,6 +426,11 @@ void store_turn(conversation_self self, const std::string& run_id, const std::st
     row.agent_id = st.spec.agent_row;
     row.model = st.spec.agent.model;
     row.created_at = message.created_at;
+    if (const auto* turn = find_turn(st, run_id); turn && turn->starts_at_once) {
+      // Its run is under way already: one commit stores the row and its start.
+      row.status = storage::run_status::running;
+      row.started_at = message.created_at;
+    }
     op = storage::make_write("store the message and its run",
                              [row = std::move(row), message = std::move(message),
                               conversation_row = std::move(conversation_row)](
@@ -503,6 +512,7 @@ void accept(conversation_self self, pending_turn turn,
   std::string joins;
   if (!busy(st)) {
     turn.storing = durable;
+    turn.starts_at_once = durable;
     st.queue.push_back(std::move(turn));
     start_next(self);
   } else {

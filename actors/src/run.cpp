@@ -198,9 +198,11 @@ void start_run(run_self self) {
   st.budget = harness::correction_budget(st.contract.max_correction_attempts);
   st.client = std::make_shared<net::provider_client>(*st.spec.io.http, st.spec.provider);
   st.messages = st.spec.history;
-  write_with_row(self, [](storage::row_id run_row, storage::row_id) {
-    return storage::set_run_status_op(run_row, storage::run_status::running);
-  });
+  if (!st.spec.row_inserted_running) {
+    write_with_row(self, [](storage::row_id run_row, storage::row_id) {
+      return storage::set_run_status_op(run_row, storage::run_status::running);
+    });
+  }
   chat_message user{chat_role::user, st.spec.objective, {}, {}, {}};
   if (st.spec.persist_user_message) {
     persist_message(self, user);

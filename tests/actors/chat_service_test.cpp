@@ -260,7 +260,8 @@ TEST_CASE("a conversation created for its first message is stored in the same co
   boost::asio::io_context io;
   auto submitted = run_until_done(io, w.chat->submit(std::move(s)));
   REQUIRE(submitted);
-  // Acknowledged after one write: the conversation row was not a commit of its own.
+  // Acknowledged after one write: the conversation row was not a commit of its own, nor
+  // was the run's start.
   const auto after = must(actors::writer_stats(w.world.system(), w.writer));
   CHECK(after.writes - before.writes == 1);
   CHECK(after.batches - before.batches == 1);
@@ -268,6 +269,9 @@ TEST_CASE("a conversation created for its first message is stored in the same co
   CHECK(conversation.title == "new one");
   auto run = must(storage::find_run_by_uuid(w.db.db, submitted->run_id));
   CHECK(run.conversation_id == conversation.id);
+  // The run started as its message was accepted: the same commit says so.
+  CHECK(run.status == storage::run_status::running);
+  CHECK(run.started_at.has_value());
   auto messages = must(storage::list_messages(w.db.db, conversation.id));
   REQUIRE(messages.size() == 3);
   CHECK(messages[0].content == "earlier");

@@ -103,6 +103,9 @@ struct run_spec {
   /// (row_atom, row, conversation row) and go then, in order; row 0 (the write failed)
   /// fails the run. A conversation created with this run learns its row then too.
   bool row_pending = false;
+  /// The run row was written as running (its start is stored): the run does not say so
+  /// again.
+  bool row_inserted_running = false;
   storage::row_id conversation_row = 0;
   /// The conversation's owner and the agent's row (memory's scope); 0: unknown.
   storage::row_id owner_user = 0;
