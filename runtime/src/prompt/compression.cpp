@@ -1,0 +1,393 @@
+#include "troupe/runtime/prompt/compression.hpp"
+
+#include <algorithm>
+#include <array>
+
+#include <fmt/format.h>
+
+#include "troupe/runtime/prompt/token_estimate.hpp"
+
+namespace troupe::prompt {
+
+namespace {
+
+/// Bytes of the first `chars` code points of `text` (a stray byte counts as one).
+std::size_t prefix_bytes(std::string_view text, std::size_t chars) noexcept {
+  std::size_t i = 0;
+  for (std::size_t n = 0; i < text.size() && n < chars; ++n) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    std::size_t length = c < 0x80           ? 1
+                         : (c >> 5) == 0x6  ? 2
+                         : (c >> 4) == 0xE  ? 3
+                         : (c >> 3) == 0x1E ? 4
+                                            : 1;
+    if (i + length > text.size()) {
+      length = 1;
+    }
+    i += length;
+  }
+  return i;
+}
+
+/// Code points of `text` (a stray byte counts as one).
+std::size_t char_count(std::string_view text) noexcept {
+  std::size_t n = 0;
+  for (const char ch : text) {
+    // Every byte but a continuation byte starts a character.
+    if ((static_cast<unsigned char>(ch) & 0xC0) != 0x80) {
+      ++n;
+    }
+  }
+  return n;
+}
+
+/// `text` cut to `chars` characters, with a marker saying how many more there were.
+std::string cut_text(std::string_view text, std::size_t chars, std::string_view what) {
+  const auto total = char_count(text);
+  if (total <= chars) {
+    return std::string(text);
+  }
+  auto out = std::string(text.substr(0, prefix_bytes(text, chars)));
+  out += fmt::format(" …[{} cut: {} more characters]", what, total - chars);
+  return out;
+}
+
+constexpr std::array<std::string_view, 7> sections = {
+    "Goal",
+    "Constraints And Preferences",
+    "Progress",
+    "Key Decisions",
+    "Relevant Files",
+    "Next Steps",
+    "Critical Context",
+};
+
+constexpr std::string_view summariser_prompt =
+    "You compress the earlier part of a conversation between a user and an AI agent, so "
+    "that the agent can go on without those messages. Write the summary as these markdown "
+    "sections, in this order:\n"
+    "## Goal\n"
+    "## Constraints And Preferences\n"
+    "## Progress\n"
+    "### Completed\n"
+    "### In Progress\n"
+    "### Blocked\n"
+    "## Key Decisions\n"
+    "## Relevant Files\n"
+    "## Next Steps\n"
+    "## Critical Context\n"
+    "Keep names, numbers, paths, commands, errors and the user's stated preferences exactly "
+    "as written. Write \"None\" under a section that has nothing. Answer with the summary "
+    "only.";
+
+constexpr std::string_view update_prompt =
+    "\n\nThe conversation was summarised before: the previous summary is given in "
+    "<previous_summary>. Update that summary with the newer messages in <messages>: keep "
+    "what still holds, move finished work to Completed, add new decisions, files and "
+    "facts, and drop only what the newer messages make obsolete. Do not summarise the "
+    "summary itself; answer with the whole updated summary.";
+
+/// One message as the summariser reads it.
+std::string summary_line(const chat_message& m) {
+  std::string out;
+  switch (m.role) {
+    case chat_role::user:
+      out = "[user] ";
+      break;
+    case chat_role::assistant:
+      out = "[assistant] ";
+      break;
+    case chat_role::tool:
+      out = fmt::format("[tool result{}{}] ", m.name.empty() ? "" : " of ", m.name);
+      break;
+    case chat_role::system:
+      out = "[system] ";
+      break;
+  }
+  if (m.role == chat_role::tool) {
+    out += prune_tool_output(m.content);
+  } else {
+    out += cut_text(m.content, summary_input_message_chars, "message");
+  }
+  for (const auto& c : m.tool_calls) {
+    out += fmt::format("\n  called {}({})", c.name,
+                       cut_text(c.arguments, pruned_tool_output_chars, "arguments"));
+  }
+  return out;
+}
+
+/// Whether message `i` of `history` is an assistant message whose tool calls all have
+/// results right after it; `end` gets the index past its group.
+bool complete_group(std::span<const chat_message> history, std::size_t i, std::size_t& end) {
+  end = i + 1;
+  while (end < history.size() && history[end].role == chat_role::tool) {
+    ++end;
+  }
+  for (const auto& c : history[i].tool_calls) {
+    bool answered = false;
+    for (std::size_t k = i + 1; k < end && !answered; ++k) {
+      answered = history[k].tool_call_id == c.id;
+    }
+    if (!answered) {
+      return false;
+    }
+  }
+  return true;
+}
+
+} // namespace
+
+compression_plan plan_compression(const compression_input& input) {
+  compression_plan plan;
+  const auto& history = input.history;
+  const auto n = history.size();
+  const auto& s = input.settings;
+  std::size_t total = input.fixed_tokens;
+  for (const auto& m : history) {
+    total += estimate_tokens(m);
+  }
+  plan.estimated_tokens = total;
+  plan.pruned_tokens = total;
+  plan.trigger_tokens =
+      static_cast<std::size_t>(s.trigger * static_cast<double>(input.context_window));
+
+  // Head: widened forward over the tool results of its last group.
+  std::size_t head = std::min(s.protect_head, n);
+  while (head < n && head > 0 && history[head].role == chat_role::tool) {
+    ++head;
+  }
+  // Tail: widened backward to the start of its first group, and to the pinned message.
+  std::size_t tail = n > s.protect_tail ? n - s.protect_tail : 0;
+  if (input.pinned && *input.pinned < tail) {
+    tail = *input.pinned;
+  }
+  while (tail > head && history[tail].role == chat_role::tool) {
+    --tail;
+  }
+  tail = std::max(tail, head);
+  plan.head_end = head;
+  plan.tail_begin = tail;
+
+  if (n <= s.protect_head + s.protect_tail + s.min_middle) {
+    plan.skipped = fmt::format("{} messages: compression needs more than {} (head {} + tail {} "
+                               "+ middle {})",
+                               n, s.protect_head + s.protect_tail + s.min_middle, s.protect_head,
+                               s.protect_tail, s.min_middle);
+    return plan;
+  }
+  if (plan.middle_size() < s.min_middle) {
+    plan.skipped = fmt::format("the middle holds {} messages, fewer than {}", plan.middle_size(),
+                               s.min_middle);
+    return plan;
+  }
+  if (!input.force && total < plan.trigger_tokens) {
+    plan.skipped =
+        fmt::format("the prompt's estimate {} is under the trigger {}", total, plan.trigger_tokens);
+    return plan;
+  }
+  for (std::size_t i = head; i < tail; ++i) {
+    const auto& m = history[i];
+    if (is_summary(m)) {
+      plan.previous_summary = i;
+    }
+    if (m.role != chat_role::tool || char_count(m.content) <= pruned_tool_output_chars) {
+      continue;
+    }
+    auto cut = m;
+    cut.content = prune_tool_output(m.content);
+    plan.pruned_tokens -= estimate_tokens(m) - estimate_tokens(cut);
+    plan.prune.push_back(i);
+  }
+  plan.summarise = input.force || plan.pruned_tokens >= plan.trigger_tokens;
+  return plan;
+}
+
+std::string prune_tool_output(std::string_view text) {
+  return cut_text(text, pruned_tool_output_chars, "tool output pruned");
+}
+
+void apply_pruning(std::vector<chat_message>& history, const compression_plan& plan) {
+  for (const auto i : plan.prune) {
+    if (i < history.size()) {
+      history[i].content = prune_tool_output(history[i].content);
+    }
+  }
+}
+
+bool is_summary(const chat_message& message) noexcept {
+  return std::string_view(message.content).starts_with(summary_marker);
+}
+
+std::string_view summary_text(const chat_message& message) noexcept {
+  std::string_view text = message.content;
+  if (!text.starts_with(summary_marker)) {
+    return text;
+  }
+  text.remove_prefix(summary_marker.size());
+  while (!text.empty() && (text.front() == '\n' || text.front() == ' ')) {
+    text.remove_prefix(1);
+  }
+  return text;
+}
+
+chat_message summary_message(std::string_view summary) {
+  return chat_message{chat_role::user, fmt::format("{}\n{}", summary_marker, summary), {}, {}, {}};
+}
+
+std::string_view compression_note() noexcept {
+  return "Earlier turns of this conversation were compressed: the message that starts with "
+         "[Context Compression Summary] stands for them. Treat it as an accurate account of "
+         "what was said and done before; the newer messages follow it in full.";
+}
+
+std::span<const std::string_view> summary_sections() noexcept {
+  return sections;
+}
+
+completion_request summary_request(std::span<const chat_message> history,
+                                   const compression_plan& plan, std::string model,
+                                   std::size_t context_window) {
+  completion_request request;
+  request.model = std::move(model);
+  request.stream = false;
+  request.temperature = 0.3;
+  const auto end = std::min(plan.tail_begin, history.size());
+  std::size_t content_tokens = 0;
+  for (std::size_t i = plan.head_end; i < end; ++i) {
+    content_tokens += estimate_tokens(history[i]);
+  }
+  const auto wanted = std::clamp<std::size_t>(content_tokens / 5, 2000, 4000);
+  const auto max_tokens = std::min(wanted, context_window / 4);
+  request.max_tokens = static_cast<std::uint32_t>(max_tokens);
+
+  std::string system(summariser_prompt);
+  std::string previous;
+  if (plan.previous_summary && *plan.previous_summary < history.size()) {
+    system += update_prompt;
+    previous = fmt::format("<previous_summary>\n{}\n</previous_summary>\n\n",
+                           summary_text(history[*plan.previous_summary]));
+  }
+  // What the summariser may read: the window less its answer, the instructions, the
+  // previous summary and some framing; the newest messages are kept first.
+  constexpr std::size_t framing_tokens = 32;
+  const auto fixed = estimate_tokens(system) + estimate_tokens(previous) + max_tokens +
+                     framing_tokens + 2 * message_overhead_tokens;
+  const auto room = context_window > fixed ? context_window - fixed : 0;
+  std::vector<std::string> lines;
+  std::size_t used = 0;
+  std::size_t left_out = 0;
+  for (std::size_t i = end; i-- > plan.head_end;) {
+    if (plan.previous_summary && i == *plan.previous_summary) {
+      continue;
+    }
+    auto line = summary_line(history[i]);
+    const auto cost = estimate_tokens(line) + 1;
+    if (used + cost > room) {
+      left_out = i + 1 - plan.head_end;
+      break;
+    }
+    used += cost;
+    lines.push_back(std::move(line));
+  }
+  std::string user = previous;
+  user += "<messages>\n";
+  if (left_out > 0) {
+    user += fmt::format("({} older messages do not fit and are left out)\n", left_out);
+  }
+  for (auto it = lines.rbegin(); it != lines.rend(); ++it) {
+    user += *it;
+    user += '\n';
+  }
+  user += "</messages>";
+  request.messages.push_back(chat_message{chat_role::system, std::move(system), {}, {}, {}});
+  request.messages.push_back(chat_message{chat_role::user, std::move(user), {}, {}, {}});
+  return request;
+}
+
+std::vector<chat_message> compressed_history(std::span<const chat_message> history,
+                                             const compression_plan& plan,
+                                             std::string_view summary) {
+  std::vector<chat_message> out;
+  const auto head = std::min(plan.head_end, history.size());
+  const auto tail = std::min(std::max(plan.tail_begin, head), history.size());
+  out.reserve(head + 1 + (history.size() - tail));
+  out.insert(out.end(), history.begin(), history.begin() + static_cast<std::ptrdiff_t>(head));
+  out.push_back(summary_message(summary));
+  out.insert(out.end(), history.begin() + static_cast<std::ptrdiff_t>(tail), history.end());
+  return out;
+}
+
+loaded_history shape_loaded_history(std::span<const stored_turn> turns, std::size_t budget_tokens,
+                                    const load_shape& shape) {
+  std::vector<std::vector<chat_message>> shaped(turns.size());
+  std::vector<std::size_t> tokens(turns.size(), 0);
+  for (std::size_t t = 0; t < turns.size(); ++t) {
+    const auto age = turns.size() - 1 - t;
+    const std::span<const chat_message> messages = turns[t].messages;
+    auto& out = shaped[t];
+    if (age >= shape.full_turns + shape.truncated_turns) {
+      // Older: the question and the final answer only.
+      const chat_message* question = nullptr;
+      const chat_message* answer = nullptr;
+      for (const auto& m : messages) {
+        if (m.role == chat_role::user && question == nullptr) {
+          question = &m;
+        } else if (m.role == chat_role::assistant && m.tool_calls.empty() && !m.content.empty()) {
+          answer = &m;
+        }
+      }
+      if (question != nullptr) {
+        out.push_back(*question);
+      }
+      if (answer != nullptr) {
+        out.push_back(*answer);
+      }
+    } else {
+      const bool truncate = age >= shape.full_turns;
+      for (std::size_t i = 0; i < messages.size();) {
+        const auto& m = messages[i];
+        if (m.role == chat_role::tool) {
+          ++i; // a result without its call
+          continue;
+        }
+        std::size_t end = i + 1;
+        if (!m.tool_calls.empty() && !complete_group(messages, i, end)) {
+          i = end;
+          continue;
+        }
+        for (std::size_t k = i; k < end; ++k) {
+          auto copy = messages[k];
+          if (truncate) {
+            copy.content = copy.role == chat_role::tool
+                               ? prune_tool_output(copy.content)
+                               : cut_text(copy.content, shape.truncated_chars, "message");
+          }
+          out.push_back(std::move(copy));
+        }
+        i = end;
+      }
+    }
+    for (const auto& m : out) {
+      tokens[t] += estimate_tokens(m);
+    }
+  }
+  std::size_t total = 0;
+  for (const auto v : tokens) {
+    total += v;
+  }
+  std::size_t first = 0;
+  while (budget_tokens != 0 && total > budget_tokens && first + 1 < turns.size()) {
+    total -= tokens[first];
+    ++first;
+  }
+  loaded_history result;
+  for (std::size_t t = first; t < turns.size(); ++t) {
+    for (auto& m : shaped[t]) {
+      result.messages.push_back(std::move(m));
+      result.rows.push_back(turns[t].row);
+    }
+  }
+  return result;
+}
+
+} // namespace troupe::prompt

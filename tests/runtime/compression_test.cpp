@@ -1,0 +1,304 @@
+#include <string>
+#include <vector>
+
+#include <catch2/catch.hpp>
+
+#include "troupe/runtime/prompt/compression.hpp"
+#include "troupe/runtime/prompt/token_estimate.hpp"
+
+using namespace troupe;
+using namespace troupe::prompt;
+
+namespace {
+
+chat_message user(std::string text) {
+  return {chat_role::user, std::move(text), {}, {}, {}};
+}
+chat_message assistant(std::string text) {
+  return {chat_role::assistant, std::move(text), {}, {}, {}};
+}
+chat_message calls(std::vector<std::string> ids) {
+  chat_message m{chat_role::assistant, "", {}, {}, {}};
+  for (auto& id : ids) {
+    m.tool_calls.push_back({id, "read", R"({"file_path":"notes.txt"})"});
+  }
+  return m;
+}
+chat_message result(std::string id, std::string text) {
+  return {chat_role::tool, std::move(text), {}, std::move(id), "read"};
+}
+
+/// `turns` turns of a user question, a tool call with `results` results and an answer.
+std::vector<chat_message> tool_turns(std::size_t turns, std::size_t results = 1,
+                                     std::size_t output_chars = 40) {
+  std::vector<chat_message> out;
+  for (std::size_t t = 0; t < turns; ++t) {
+    out.push_back(user("question " + std::to_string(t) + std::string(40, 'q')));
+    std::vector<std::string> ids;
+    for (std::size_t r = 0; r < results; ++r) {
+      ids.push_back("c" + std::to_string(t) + "_" + std::to_string(r));
+    }
+    out.push_back(calls(ids));
+    for (const auto& id : ids) {
+      out.push_back(result(id, std::string(output_chars, 'o')));
+    }
+    out.push_back(assistant("answer " + std::to_string(t) + std::string(40, 'a')));
+  }
+  return out;
+}
+
+/// True when no tool message starts a part (head, middle or tail) of the split.
+bool groups_whole(const std::vector<chat_message>& h, const compression_plan& p) {
+  const auto starts_group = [&](std::size_t i) {
+    return i >= h.size() || h[i].role != chat_role::tool;
+  };
+  return starts_group(p.head_end) && starts_group(p.tail_begin);
+}
+
+compression_input input_for(const std::vector<chat_message>& h, std::size_t window = 2048) {
+  compression_input in;
+  in.history = h;
+  in.context_window = window;
+  return in;
+}
+
+} // namespace
+
+TEST_CASE("compression waits until the prompt reaches the trigger share of the window",
+          "[runtime][compression]") {
+  const auto h = tool_turns(10);
+  std::size_t tokens = 0;
+  for (const auto& m : h) {
+    tokens += estimate_tokens(m);
+  }
+  auto in = input_for(h, tokens * 2 + 10); // 0.5 x window is above the estimate
+  auto plan = plan_compression(in);
+  CHECK_FALSE(plan.acts());
+  CHECK(plan.skipped.find("under the trigger") != std::string::npos);
+
+  in.context_window = tokens * 2; // 0.5 x window is the estimate: compress
+  plan = plan_compression(in);
+  CHECK(plan.acts());
+  CHECK(plan.summarise);
+  CHECK(plan.estimated_tokens == tokens);
+  CHECK(plan.trigger_tokens == tokens);
+}
+
+TEST_CASE("compression needs more messages than head, tail and the minimum middle",
+          "[runtime][compression]") {
+  // 26 messages = 1 + 20 + 5: not more than that, so nothing happens however large.
+  std::vector<chat_message> h;
+  for (int i = 0; i < 13; ++i) {
+    h.push_back(user(std::string(4000, 'u')));
+    h.push_back(assistant(std::string(4000, 'a')));
+  }
+  auto plan = plan_compression(input_for(h));
+  CHECK_FALSE(plan.acts());
+  CHECK(plan.skipped.find("needs more than 26") != std::string::npos);
+
+  h.push_back(user("one more"));
+  plan = plan_compression(input_for(h));
+  REQUIRE(plan.acts());
+  CHECK(plan.head_end == 1);
+  CHECK(plan.tail_begin == h.size() - 20);
+  CHECK(plan.middle_size() == 6);
+}
+
+TEST_CASE("compression never splits a tool call from its results at the head or the tail",
+          "[runtime][compression]") {
+  // Every turn is user, call, 3 results, answer (6 messages): some cut points land on results.
+  for (std::size_t turns = 6; turns < 14; ++turns) {
+    const auto h = tool_turns(turns, 3, 2000);
+    for (std::size_t head = 1; head < 5; ++head) {
+      for (std::size_t tail = 3; tail < 23; ++tail) {
+        auto in = input_for(h, 1024);
+        in.settings.protect_head = head;
+        in.settings.protect_tail = tail;
+        in.settings.min_middle = 1;
+        const auto plan = plan_compression(in);
+        INFO("turns " << turns << " head " << head << " tail " << tail);
+        CHECK(groups_whole(h, plan));
+        CHECK(plan.head_end >= std::min(head, h.size()));
+        CHECK(h.size() - plan.tail_begin >= std::min(tail, h.size() - plan.head_end));
+      }
+    }
+  }
+}
+
+TEST_CASE("the head widens over the results of a tool call it starts", "[runtime][compression]") {
+  std::vector<chat_message> h;
+  h.push_back(calls({"a", "b"}));
+  h.push_back(result("a", "x"));
+  h.push_back(result("b", "y"));
+  for (int i = 0; i < 40; ++i) {
+    h.push_back(i % 2 == 0 ? user(std::string(400, 'u')) : assistant(std::string(400, 'a')));
+  }
+  const auto plan = plan_compression(input_for(h));
+  REQUIRE(plan.acts());
+  CHECK(plan.head_end == 3);
+}
+
+TEST_CASE("the tail starts no later than the pinned objective", "[runtime][compression]") {
+  auto h = tool_turns(12, 1, 40);
+  const auto objective = h.size();
+  h.push_back(user("the objective"));
+  // A long run after it: 30 tool rounds, more than the tail.
+  for (int r = 0; r < 30; ++r) {
+    h.push_back(calls({"r" + std::to_string(r)}));
+    h.push_back(result("r" + std::to_string(r), std::string(400, 'o')));
+  }
+  auto in = input_for(h, 2048);
+  in.pinned = objective;
+  const auto plan = plan_compression(in);
+  REQUIRE(plan.acts());
+  CHECK(plan.tail_begin <= objective);
+  CHECK(groups_whole(h, plan));
+}
+
+TEST_CASE("long tool outputs in the middle are pruned first, and pruning alone may be enough",
+          "[runtime][compression]") {
+  auto h = tool_turns(12, 1, 3000);
+  std::size_t tokens = 0;
+  for (const auto& m : h) {
+    tokens += estimate_tokens(m);
+  }
+  auto in = input_for(h, tokens * 2);
+  auto plan = plan_compression(in);
+  REQUIRE(plan.acts());
+  CHECK_FALSE(plan.prune.empty());
+  for (const auto i : plan.prune) {
+    CHECK(i >= plan.head_end);
+    CHECK(i < plan.tail_begin);
+    CHECK(h[i].role == chat_role::tool);
+  }
+  CHECK(plan.pruned_tokens < plan.estimated_tokens);
+  // The pruned estimate is under the trigger: nothing is summarised.
+  CHECK_FALSE(plan.summarise);
+
+  auto pruned = h;
+  apply_pruning(pruned, plan);
+  const auto& cut = pruned[plan.prune.front()].content;
+  CHECK(cut.size() < 300);
+  CHECK(cut.find("tool output pruned") != std::string::npos);
+  CHECK(cut.substr(0, 200) == std::string(200, 'o'));
+}
+
+TEST_CASE("a forced compression summarises below the trigger", "[runtime][compression]") {
+  const auto h = tool_turns(10);
+  auto in = input_for(h, 1'000'000);
+  in.force = true;
+  const auto plan = plan_compression(in);
+  CHECK(plan.acts());
+  CHECK(plan.summarise);
+}
+
+TEST_CASE("the summary request names every section and updates a previous summary",
+          "[runtime][compression]") {
+  auto h = tool_turns(12, 1, 3000);
+  auto in = input_for(h, 1024);
+  auto plan = plan_compression(in);
+  REQUIRE(plan.summarise);
+  auto request = summary_request(h, plan, "fast-model", 4096);
+  CHECK(request.model == "fast-model");
+  CHECK(request.temperature == Approx(0.3));
+  REQUIRE(request.messages.size() == 2);
+  for (const auto s : summary_sections()) {
+    CHECK(request.messages[0].content.find(std::string("## ") + std::string(s)) !=
+          std::string::npos);
+  }
+  for (const auto s : {"### Completed", "### In Progress", "### Blocked"}) {
+    CHECK(request.messages[0].content.find(s) != std::string::npos);
+  }
+  CHECK(request.messages[0].content.find("previous summary") == std::string::npos);
+  CHECK(request.messages[1].content.find("question 1") != std::string::npos);
+  // Tool outputs reach the summariser pruned.
+  CHECK(request.messages[1].content.find(std::string(300, 'o')) == std::string::npos);
+
+  const auto compressed = compressed_history(h, plan, "## Goal\nfirst summary");
+  CHECK(compressed.size() == plan.head_end + 1 + (h.size() - plan.tail_begin));
+  REQUIRE(is_summary(compressed[plan.head_end]));
+  CHECK(summary_text(compressed[plan.head_end]) == "## Goal\nfirst summary");
+
+  // Grow it again: the next plan finds the summary in its middle and updates it.
+  auto longer = compressed;
+  const auto more = tool_turns(8, 1, 40);
+  longer.insert(longer.end(), more.begin(), more.end());
+  auto again = plan_compression(input_for(longer, 1024));
+  REQUIRE(again.summarise);
+  REQUIRE(again.previous_summary);
+  CHECK(*again.previous_summary == plan.head_end);
+  request = summary_request(longer, again, "fast-model", 4096);
+  CHECK(request.messages[0].content.find("previous summary") != std::string::npos);
+  CHECK(request.messages[1].content.find("<previous_summary>\n## Goal\nfirst summary") !=
+        std::string::npos);
+  // The summary is not among the messages to summarise.
+  CHECK(request.messages[1].content.find("[user] [Context Compression Summary]") ==
+        std::string::npos);
+}
+
+TEST_CASE("the summary request fits the window by leaving out the oldest messages",
+          "[runtime][compression]") {
+  auto h = tool_turns(60, 1, 40);
+  auto in = input_for(h, 1024);
+  auto plan = plan_compression(in);
+  REQUIRE(plan.summarise);
+  const auto request = summary_request(h, plan, "m", 1024);
+  std::size_t tokens = *request.max_tokens;
+  for (const auto& m : request.messages) {
+    tokens += estimate_tokens(m);
+  }
+  CHECK(tokens <= 1024);
+  CHECK(request.messages[1].content.find("older messages do not fit") != std::string::npos);
+  // The newest middle message is there.
+  CHECK(request.messages[1].content.find(h[plan.tail_begin - 1].content) != std::string::npos);
+}
+
+TEST_CASE("a loaded conversation keeps its newest turns whole and older ones as question and "
+          "answer",
+          "[runtime][compression]") {
+  std::vector<stored_turn> turns;
+  for (int t = 0; t < 12; ++t) {
+    stored_turn turn;
+    turn.row = t + 100;
+    turn.messages.push_back(user("q" + std::to_string(t) + std::string(900, 'q')));
+    turn.messages.push_back(calls({"c" + std::to_string(t)}));
+    turn.messages.push_back(result("c" + std::to_string(t), std::string(900, 'o')));
+    turn.messages.push_back(assistant("a" + std::to_string(t) + std::string(900, 'a')));
+    turns.push_back(std::move(turn));
+  }
+  // A turn whose tool call has no stored result: the call is left out.
+  turns[11].messages.insert(turns[11].messages.begin() + 1, calls({"lost"}));
+
+  const auto loaded = shape_loaded_history(turns, 0);
+  REQUIRE(loaded.messages.size() == loaded.rows.size());
+  // 4 older turns x 2 + 8 newer turns x 4.
+  CHECK(loaded.messages.size() == 4 * 2 + 8 * 4);
+  CHECK(loaded.messages[0].content.starts_with("q0"));
+  CHECK(loaded.messages[1].content.starts_with("a0"));
+  CHECK(loaded.rows[0] == 100);
+  // Turn 4 (one of the 5 truncated): its messages are cut.
+  const auto& t4_question = loaded.messages[8];
+  CHECK(t4_question.content.starts_with("q4"));
+  CHECK(t4_question.content.size() < 600);
+  CHECK(loaded.messages[10].content.size() < 300); // its tool output
+  // Turns 9-11 are whole.
+  const auto& t9_question = loaded.messages[8 + 5 * 4];
+  CHECK(t9_question.content.starts_with("q9"));
+  CHECK(t9_question.content.size() == 902);
+  for (const auto& m : loaded.messages) {
+    for (const auto& c : m.tool_calls) {
+      CHECK(c.id != "lost");
+    }
+  }
+
+  // Under a budget, the oldest turns go first and the newest stays.
+  const auto small = shape_loaded_history(turns, 1500);
+  std::size_t tokens = 0;
+  for (const auto& m : small.messages) {
+    tokens += estimate_tokens(m);
+  }
+  CHECK(tokens <= 1500);
+  REQUIRE_FALSE(small.messages.empty());
+  CHECK(small.messages.back().content.starts_with("a11"));
+  CHECK(small.rows.back() == 111);
+}
