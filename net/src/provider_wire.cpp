@@ -12,20 +12,25 @@
 
 namespace troupe::net {
 
-namespace od = simdjson::ondemand;
+namespace dom = simdjson::dom;
 namespace oa = wire_names::openai;
 namespace an = wire_names::anthropic;
 
 namespace detail {
 
-/// A simdjson on-demand parser plus a padded copy of the input (simdjson reads up to
-/// SIMDJSON_PADDING bytes past the end).
+/// A simdjson DOM parser plus a padded copy of the input (simdjson reads up to
+/// SIMDJSON_PADDING bytes past the end). The DOM parser validates the whole text before
+/// anything is read from it: a provider's answer is untrusted bytes, and simdjson's
+/// on-demand API (used here before) walks malformed input past its structure — a
+/// delta object whose comma was a colon ran on into its choice, and a later lookup met
+/// an assumption that is undefined behaviour in release builds. Found by
+/// fuzz/openai_stream_fuzz.cpp.
 struct json_scratch {
-  od::parser parser;
+  dom::parser parser;
   std::unique_ptr<char[]> buffer;
   std::size_t capacity = 0;
 
-  simdjson::simdjson_result<od::document> iterate(std::string_view text) {
+  simdjson::simdjson_result<dom::element> parse(std::string_view text) {
     const auto need = text.size() + simdjson::SIMDJSON_PADDING;
     if (need > capacity) {
       capacity = std::max(need, std::size_t{1024});
@@ -33,7 +38,7 @@ struct json_scratch {
     }
     std::memcpy(buffer.get(), text.data(), text.size());
     std::memset(buffer.get() + text.size(), 0, simdjson::SIMDJSON_PADDING);
-    return parser.iterate(buffer.get(), text.size(), capacity);
+    return parser.parse(buffer.get(), text.size(), false);
   }
 };
 
@@ -42,15 +47,6 @@ struct json_scratch {
 namespace {
 
 using detail::json_scratch;
-
-// True when simdjson gave the document up. Its on-demand parser abandons a document when a
-// lookup meets a structural error (a lookup of an absent key scans the whole object): the
-// document's parser pointer becomes null, and the next lookup dereferences it. So a lookup
-// whose failure is tolerated (an optional field) is followed by this check before the
-// document is used again. Found by fuzz/openai_stream_fuzz.cpp.
-bool abandoned(od::document& doc) noexcept {
-  return !doc.is_alive();
-}
 
 tl::unexpected<provider_error> malformed(std::string message) {
   return tl::unexpected<provider_error>(
@@ -84,28 +80,57 @@ bool valid_json(std::string_view json) {
   return parser.parse(padded).get(element) == simdjson::SUCCESS;
 }
 
-// Reads a string or null; false on other types.
-bool get_string_or_null(od::value value, std::string_view& out) {
-  od::json_type type;
-  if (value.type().get(type)) {
-    return false;
+/// Why `text` could not be read as a JSON object: not JSON at all (with simdjson's reason),
+/// or JSON of another type.
+tl::unexpected<provider_error> not_an_object(std::string_view what, std::string_view text,
+                                             simdjson::error_code parsed) {
+  if (parsed != simdjson::SUCCESS) {
+    return malformed(std::string(what) + " is not valid JSON (" + simdjson::error_message(parsed) +
+                     "): " + excerpt(text));
   }
-  if (type == od::json_type::null) {
+  return malformed(std::string(what) + " is not a JSON object: " + excerpt(text));
+}
+
+/// A member of `obj`: the value when present, nullopt when absent (a validated document
+/// has no other failure).
+std::optional<dom::element> member(dom::object obj, std::string_view key) {
+  dom::element value;
+  if (obj.at_key(key).get(value)) {
+    return std::nullopt;
+  }
+  return value;
+}
+
+/// A member that must be a string.
+std::optional<std::string_view> string_member(dom::object obj, std::string_view key) {
+  std::string_view text;
+  if (auto v = member(obj, key); v && !v->get_string().get(text)) {
+    return text;
+  }
+  return std::nullopt;
+}
+
+/// A member that must be an object.
+std::optional<dom::object> object_member(dom::object obj, std::string_view key) {
+  dom::object inner;
+  if (auto v = member(obj, key); v && !v->get_object().get(inner)) {
+    return inner;
+  }
+  return std::nullopt;
+}
+
+// Reads a string or null; false on other types.
+bool get_string_or_null(dom::element value, std::string_view& out) {
+  if (value.is_null()) {
     out = {};
     return true;
-  }
-  if (type != od::json_type::string) {
-    return false;
   }
   return !value.get_string().get(out);
 }
 
-bool get_count(od::value value, std::uint64_t& out) {
-  od::json_type type;
-  if (value.type().get(type)) {
-    return false;
-  }
-  if (type == od::json_type::null) {
+// Reads a count (a non-negative integer) or null (0); false on other types.
+bool get_count(dom::element value, std::uint64_t& out) {
+  if (value.is_null()) {
     out = 0;
     return true;
   }
@@ -119,8 +144,8 @@ struct error_fields {
   std::string code;
 };
 
-bool read_error_object(od::value value, error_fields& out) {
-  od::object obj;
+bool read_error_object(dom::element value, error_fields& out) {
+  dom::object obj;
   if (value.get_object().get(obj)) {
     std::string_view text;
     if (!get_string_or_null(value, text)) {
@@ -129,39 +154,29 @@ bool read_error_object(od::value value, error_fields& out) {
     out.message = text;
     return true;
   }
-  for (auto field : obj) {
-    std::string_view key;
-    if (field.unescaped_key().get(key)) {
-      return false;
-    }
-    od::value v;
-    if (field.value().get(v)) {
-      return false;
-    }
-    od::json_type type;
-    if (v.type().get(type)) {
-      return false;
-    }
-    std::string_view text;
-    if (type == od::json_type::string) {
-      if (v.get_string().get(text)) {
-        return false;
-      }
-    } else if (type == od::json_type::number) {
-      std::string_view raw = v.raw_json_token();
-      while (!raw.empty() && std::isspace(static_cast<unsigned char>(raw.back()))) {
-        raw.remove_suffix(1);
-      }
-      text = raw;
+  for (const auto field : obj) {
+    std::string text;
+    std::string_view s;
+    std::int64_t i = 0;
+    std::uint64_t u = 0;
+    double d = 0;
+    if (!field.value.get_string().get(s)) {
+      text = s;
+    } else if (!field.value.get_int64().get(i)) {
+      text = std::to_string(i);
+    } else if (!field.value.get_uint64().get(u)) {
+      text = std::to_string(u);
+    } else if (!field.value.get_double().get(d)) {
+      text = simdjson::to_string(field.value);
     } else {
       continue;
     }
-    if (key == "message") {
-      out.message = text;
-    } else if (key == "type") {
-      out.type = text;
-    } else if (key == "code") {
-      out.code = text;
+    if (field.key == "message") {
+      out.message = std::move(text);
+    } else if (field.key == "type") {
+      out.type = std::move(text);
+    } else if (field.key == "code") {
+      out.code = std::move(text);
     }
   }
   return true;
@@ -541,15 +556,12 @@ provider_error classify_http_error(unsigned status, std::string_view body,
                                    std::string_view retry_after) {
   error_fields fields;
   json_scratch scratch;
-  od::document doc;
+  dom::element doc;
+  dom::object obj;
   bool parsed = false;
-  if (!body.empty() && !scratch.iterate(body).get(doc)) {
-    od::object obj;
-    if (!doc.get_object().get(obj)) {
-      od::value err;
-      if (!obj.find_field_unordered("error").get(err)) {
-        parsed = read_error_object(err, fields);
-      }
+  if (!body.empty() && !scratch.parse(body).get(doc) && !doc.get_object().get(obj)) {
+    if (auto err = member(obj, oa::error)) {
+      parsed = read_error_object(*err, fields);
     }
   }
   if (!parsed) {
@@ -671,41 +683,75 @@ void openai_stream_decoder::flush(std::vector<stream_event>& out) {
 namespace {
 
 // Decodes the `usage` object of either a chunk or a whole completion.
-bool read_openai_usage(od::value value, token_usage& usage, bool& present) {
-  od::json_type type;
-  if (value.type().get(type)) {
-    return false;
-  }
-  if (type == od::json_type::null) {
+bool read_openai_usage(dom::element value, token_usage& usage, bool& present) {
+  if (value.is_null()) {
     return true;
   }
-  od::object obj;
+  dom::object obj;
   if (value.get_object().get(obj)) {
     return false;
   }
   present = true;
-  for (auto field : obj) {
-    od::raw_json_string key;
-    if (field.key().get(key)) {
-      return false;
-    }
+  for (const auto field : obj) {
     std::uint64_t* target = nullptr;
-    if (key == oa::prompt_tokens) {
+    if (field.key == oa::prompt_tokens) {
       target = &usage.prompt_tokens;
-    } else if (key == oa::completion_tokens) {
+    } else if (field.key == oa::completion_tokens) {
       target = &usage.completion_tokens;
-    } else if (key == oa::total_tokens) {
+    } else if (field.key == oa::total_tokens) {
       target = &usage.total_tokens;
     }
-    if (target) {
-      od::value v;
-      if (field.value().get(v) || !get_count(v, *target)) {
-        return false;
-      }
+    if (target && !get_count(field.value, *target)) {
+      return false;
     }
   }
   if (usage.total_tokens == 0) {
     usage.total_tokens = usage.prompt_tokens + usage.completion_tokens;
+  }
+  return true;
+}
+
+/// One streamed tool-call fragment, its views into the parser's buffer.
+struct call_fragment {
+  std::optional<std::uint64_t> index;
+  std::string_view id;
+  std::string_view name;
+  std::string_view arguments;
+};
+
+bool read_call_fragment(dom::element value, call_fragment& out) {
+  dom::object call;
+  if (value.get_object().get(call)) {
+    return false;
+  }
+  for (const auto field : call) {
+    if (field.key == oa::index) {
+      std::uint64_t i = 0;
+      if (!get_count(field.value, i)) {
+        return false;
+      }
+      out.index = i;
+    } else if (field.key == oa::id) {
+      if (!get_string_or_null(field.value, out.id)) {
+        return false;
+      }
+    } else if (field.key == oa::function) {
+      dom::object fn;
+      if (field.value.get_object().get(fn)) {
+        return false;
+      }
+      for (const auto f : fn) {
+        if (f.key == oa::name) {
+          if (!get_string_or_null(f.value, out.name)) {
+            return false;
+          }
+        } else if (f.key == oa::arguments) {
+          if (!get_string_or_null(f.value, out.arguments)) {
+            return false;
+          }
+        }
+      }
+    }
   }
   return true;
 }
@@ -718,258 +764,120 @@ decode_result openai_stream_decoder::decode(std::string_view data, std::vector<s
     complete_calls(out);
     return {};
   }
-  od::document doc;
-  od::object root;
-  if (json_->iterate(data).get(doc) || doc.get_object().get(root)) {
-    return malformed("a stream chunk is not a JSON object: " + excerpt(data));
+  dom::element doc;
+  dom::object root;
+  if (const auto parsed = json_->parse(data).get(doc); parsed || doc.get_object().get(root)) {
+    return not_an_object("a stream chunk", data, parsed);
   }
-  bool bad = false;
+  const auto bad = [&] {
+    return malformed("a stream chunk does not have the chat.completion.chunk shape: " +
+                     excerpt(data));
+  };
   std::optional<finish_reason> finish;
   token_usage usage;
   bool usage_present = false;
-  // Look up the two fields that matter rather than visiting every field: a chunk's id,
-  // model, fingerprint… are skipped without being decoded. A payload without choices may
-  // be an error object.
-  for (const std::string_view key : {std::string_view(oa::choices), std::string_view(oa::usage)}) {
-    od::value value;
-    const auto found = root.find_field_unordered(key).get(value);
-    if (found == simdjson::NO_SUCH_FIELD) {
-      od::value err;
-      if (key == oa::choices && !root.find_field_unordered(oa::error).get(err)) {
-        error_fields fields;
-        if (!read_error_object(err, fields)) {
-          bad = true;
-          break;
-        }
-        auto e = error_from_fields(0, fields);
-        e.message = "error in stream: " + e.message;
-        return tl::unexpected(std::move(e));
+  // Only the two fields that matter are looked up; a chunk's id, model, fingerprint… are
+  // not read. A payload without choices may be an error object.
+  const auto choices_value = member(root, oa::choices);
+  if (!choices_value) {
+    if (auto err = member(root, oa::error)) {
+      error_fields fields;
+      if (!read_error_object(*err, fields)) {
+        return bad();
       }
-      if (abandoned(doc)) {
-        bad = true;
-        break;
-      }
-      continue;
+      auto e = error_from_fields(0, fields);
+      e.message = "error in stream: " + e.message;
+      return tl::unexpected(std::move(e));
     }
-    if (found) {
-      bad = true;
-      break;
+  } else if (!choices_value->is_null()) { // vLLM sends choices: null with the usage chunk
+    dom::array choices;
+    if (choices_value->get_array().get(choices)) {
+      return bad();
     }
-    if (key == oa::choices) {
-      od::json_type type;
-      if (value.type().get(type)) {
-        bad = true;
-        break;
+    for (const auto choice_value : choices) {
+      dom::object choice;
+      if (choice_value.get_object().get(choice)) {
+        return bad();
       }
-      if (type == od::json_type::null) {
-        continue; // vLLM sends choices: null with the usage chunk
+      std::uint64_t choice_index = 0;
+      if (auto index = member(choice, oa::index); index && !get_count(*index, choice_index)) {
+        return bad();
       }
-      od::array choices;
-      if (value.get_array().get(choices)) {
-        bad = true;
-        break;
+      if (choice_index != 0) {
+        continue; // n > 1: only the first choice is followed
       }
-      for (auto choice_result : choices) {
-        od::object choice;
-        if (choice_result.get_object().get(choice)) {
-          bad = true;
-          break;
+      if (auto delta_value = member(choice, oa::delta); delta_value && !delta_value->is_null()) {
+        dom::object delta;
+        if (delta_value->get_object().get(delta)) {
+          return bad();
         }
-        std::uint64_t choice_index = 0;
-        {
-          od::value index_value;
-          const auto has_index = choice.find_field_unordered(oa::index).get(index_value);
-          if ((has_index && has_index != simdjson::NO_SUCH_FIELD) ||
-              (!has_index && !get_count(index_value, choice_index))) {
-            bad = true;
-            break;
-          }
-        }
-        if (choice_index != 0) {
-          continue; // n > 1: only the first choice is followed
-        }
-        for (const std::string_view ckey :
-             {std::string_view(oa::delta), std::string_view(oa::finish_reason)}) {
-          od::value cvalue;
-          const auto has_field = choice.find_field_unordered(ckey).get(cvalue);
-          if (has_field == simdjson::NO_SUCH_FIELD) {
-            continue;
-          }
-          if (has_field) {
-            bad = true;
-            break;
-          }
-          if (ckey == oa::delta) {
-            od::object delta;
-            od::json_type dtype;
-            if (cvalue.type().get(dtype)) {
-              bad = true;
-              break;
+        for (const auto field : delta) {
+          if (field.key == oa::content || field.key == oa::reasoning_content ||
+              field.key == oa::reasoning) {
+            std::string_view text;
+            if (!get_string_or_null(field.value, text)) {
+              return bad();
             }
-            if (dtype == od::json_type::null) {
-              continue;
+            if (!text.empty()) {
+              auto& e = out.emplace_back();
+              e.type = field.key == oa::content ? stream_event::kind::text_delta
+                                                : stream_event::kind::reasoning_delta;
+              e.text.assign(text);
             }
-            if (cvalue.get_object().get(delta)) {
-              bad = true;
-              break;
+          } else if (field.key == oa::tool_calls && !field.value.is_null()) {
+            dom::array calls;
+            if (field.value.get_array().get(calls)) {
+              return bad();
             }
-            for (auto df : delta) {
-              od::raw_json_string dkey;
-              od::value dvalue;
-              if (df.key().get(dkey) || df.value().get(dvalue)) {
-                bad = true;
-                break;
+            std::size_t position = 0;
+            for (const auto call_value : calls) {
+              call_fragment fragment;
+              if (!read_call_fragment(call_value, fragment)) {
+                return bad();
               }
-              if (dkey == oa::content || dkey == oa::reasoning_content || dkey == oa::reasoning) {
-                std::string_view text;
-                if (!get_string_or_null(dvalue, text)) {
-                  bad = true;
-                  break;
-                }
-                if (!text.empty()) {
-                  auto& e = out.emplace_back();
-                  e.type = dkey == oa::content ? stream_event::kind::text_delta
-                                               : stream_event::kind::reasoning_delta;
-                  e.text.assign(text);
-                }
-              } else if (dkey == oa::tool_calls) {
-                od::json_type ttype;
-                if (dvalue.type().get(ttype)) {
-                  bad = true;
-                  break;
-                }
-                if (ttype == od::json_type::null) {
-                  continue;
-                }
-                od::array calls;
-                if (dvalue.get_array().get(calls)) {
-                  bad = true;
-                  break;
-                }
-                std::size_t position = 0;
-                for (auto call_result : calls) {
-                  od::object call;
-                  if (call_result.get_object().get(call)) {
-                    bad = true;
-                    break;
-                  }
-                  std::optional<std::uint64_t> index;
-                  std::string_view id;
-                  std::string_view name;
-                  std::string_view arguments;
-                  for (auto tf : call) {
-                    od::raw_json_string tkey;
-                    od::value tvalue;
-                    if (tf.key().get(tkey) || tf.value().get(tvalue)) {
-                      bad = true;
-                      break;
-                    }
-                    if (tkey == oa::index) {
-                      std::uint64_t i = 0;
-                      if (!get_count(tvalue, i)) {
-                        bad = true;
-                        break;
-                      }
-                      index = i;
-                    } else if (tkey == oa::id) {
-                      if (!get_string_or_null(tvalue, id)) {
-                        bad = true;
-                        break;
-                      }
-                    } else if (tkey == oa::function) {
-                      od::object fn;
-                      if (tvalue.get_object().get(fn)) {
-                        bad = true;
-                        break;
-                      }
-                      for (auto ff : fn) {
-                        od::raw_json_string fkey;
-                        od::value fvalue;
-                        if (ff.key().get(fkey) || ff.value().get(fvalue)) {
-                          bad = true;
-                          break;
-                        }
-                        if (fkey == oa::name) {
-                          if (!get_string_or_null(fvalue, name)) {
-                            bad = true;
-                            break;
-                          }
-                        } else if (fkey == oa::arguments) {
-                          if (!get_string_or_null(fvalue, arguments)) {
-                            bad = true;
-                            break;
-                          }
-                        }
-                      }
-                    }
-                    if (bad) {
-                      break;
-                    }
-                  }
-                  if (bad) {
-                    break;
-                  }
-                  // The views point into the parser's buffer, valid until the next
-                  // iterate; copy them now.
-                  auto& state = call_at(index.value_or(position));
-                  const bool fresh = state.id.empty() && state.name.empty();
-                  if (!id.empty()) {
-                    state.id.assign(id);
-                  }
-                  if (!name.empty()) {
-                    state.name.assign(name);
-                  }
-                  if (fresh && (!id.empty() || !name.empty())) {
-                    auto& e = out.emplace_back();
-                    e.type = stream_event::kind::tool_call_start;
-                    e.index = state.index;
-                    e.id = state.id;
-                    e.name = state.name;
-                  }
-                  if (!arguments.empty()) {
-                    state.arguments.append(arguments);
-                    auto& e = out.emplace_back();
-                    e.type = stream_event::kind::tool_call_delta;
-                    e.index = state.index;
-                    e.text.assign(arguments);
-                  }
-                  ++position;
-                }
+              // The views point into the parser's buffer, valid until the next parse;
+              // copy them now.
+              auto& state = call_at(fragment.index.value_or(position));
+              const bool fresh = state.id.empty() && state.name.empty();
+              if (!fragment.id.empty()) {
+                state.id.assign(fragment.id);
               }
-              if (bad) {
-                break;
+              if (!fragment.name.empty()) {
+                state.name.assign(fragment.name);
               }
-            }
-          } else {
-            std::string_view word;
-            if (!get_string_or_null(cvalue, word)) {
-              bad = true;
-              break;
-            }
-            if (!word.empty()) {
-              finish = parse_openai_finish(word);
+              if (fresh && (!fragment.id.empty() || !fragment.name.empty())) {
+                auto& e = out.emplace_back();
+                e.type = stream_event::kind::tool_call_start;
+                e.index = state.index;
+                e.id = state.id;
+                e.name = state.name;
+              }
+              if (!fragment.arguments.empty()) {
+                state.arguments.append(fragment.arguments);
+                auto& e = out.emplace_back();
+                e.type = stream_event::kind::tool_call_delta;
+                e.index = state.index;
+                e.text.assign(fragment.arguments);
+              }
+              ++position;
             }
           }
-          if (bad) {
-            break;
-          }
-        }
-        if (bad) {
-          break;
         }
       }
-    } else if (key == oa::usage) {
-      if (!read_openai_usage(value, usage, usage_present)) {
-        bad = true;
+      if (auto reason = member(choice, oa::finish_reason)) {
+        std::string_view word;
+        if (!get_string_or_null(*reason, word)) {
+          return bad();
+        }
+        if (!word.empty()) {
+          finish = parse_openai_finish(word);
+        }
       }
-    }
-    if (bad) {
-      break;
     }
   }
-  if (bad) {
-    return malformed("a stream chunk does not have the chat.completion.chunk shape: " +
-                     excerpt(data));
+  if (auto usage_value = member(root, oa::usage);
+      usage_value && !read_openai_usage(*usage_value, usage, usage_present)) {
+    return bad();
   }
   if (finish && !finished_) {
     finished_ = true;
@@ -988,89 +896,68 @@ decode_result openai_stream_decoder::decode(std::string_view data, std::vector<s
 
 decode_result decode_openai_completion(std::string_view body, std::vector<stream_event>& out) {
   json_scratch scratch;
-  od::document doc;
-  od::object root;
-  if (scratch.iterate(body).get(doc) || doc.get_object().get(root)) {
-    return malformed("the answer is not a JSON object: " + excerpt(body));
+  dom::element doc;
+  dom::object root;
+  if (const auto parsed = scratch.parse(body).get(doc); parsed || doc.get_object().get(root)) {
+    return not_an_object("the answer", body, parsed);
   }
-  // Whole answers are small and rare: read them field by field, order-independent.
-  od::value err;
-  if (!root.find_field_unordered(oa::error).get(err)) {
+  if (auto err = member(root, oa::error)) {
     error_fields fields;
-    read_error_object(err, fields);
+    read_error_object(*err, fields);
     return tl::unexpected(error_from_fields(0, fields));
   }
-  if (abandoned(doc)) {
-    return malformed("the answer is not valid JSON: " + excerpt(body));
-  }
-  od::array choices;
-  std::optional<finish_reason> finish;
-  if (root.find_field_unordered(oa::choices).get_array().get(choices)) {
+  dom::array choices;
+  if (auto v = member(root, oa::choices); !v || v->get_array().get(choices)) {
     return malformed("the answer has no choices: " + excerpt(body));
   }
-  for (auto choice_result : choices) {
-    od::object choice;
-    if (choice_result.get_object().get(choice)) {
+  std::optional<finish_reason> finish;
+  for (const auto choice_value : choices) {
+    dom::object choice;
+    if (choice_value.get_object().get(choice)) {
       return malformed("a choice is not an object");
     }
-    od::object message;
-    if (choice.find_field_unordered(oa::message).get_object().get(message)) {
+    const auto message = object_member(choice, oa::message);
+    if (!message) {
       return malformed("a choice has no message: " + excerpt(body));
     }
-    for (auto mf : message) {
-      std::string_view key;
-      od::value value;
-      if (mf.unescaped_key().get(key) || mf.value().get(value)) {
-        return malformed("a message is not valid JSON");
-      }
-      if (key == oa::content || key == oa::reasoning_content || key == oa::reasoning) {
+    for (const auto field : *message) {
+      if (field.key == oa::content || field.key == oa::reasoning_content ||
+          field.key == oa::reasoning) {
         std::string_view text;
-        if (!get_string_or_null(value, text)) {
+        if (!get_string_or_null(field.value, text)) {
           return malformed("message content is not a string");
         }
         if (!text.empty()) {
           auto& e = out.emplace_back();
-          e.type = key == oa::content ? stream_event::kind::text_delta
-                                      : stream_event::kind::reasoning_delta;
+          e.type = field.key == oa::content ? stream_event::kind::text_delta
+                                            : stream_event::kind::reasoning_delta;
           e.text.assign(text);
         }
-      } else if (key == oa::tool_calls) {
-        od::json_type type;
-        if (value.type().get(type)) {
-          return malformed("tool_calls is not valid JSON");
-        }
-        if (type == od::json_type::null) {
-          continue;
-        }
-        od::array calls;
-        if (value.get_array().get(calls)) {
+      } else if (field.key == oa::tool_calls && !field.value.is_null()) {
+        dom::array calls;
+        if (field.value.get_array().get(calls)) {
           return malformed("tool_calls is not an array");
         }
         std::size_t index = 0;
-        for (auto call_result : calls) {
-          od::object call;
-          std::string_view id;
-          std::string_view name;
-          std::string_view arguments;
-          od::object fn;
-          if (call_result.get_object().get(call) || call.find_field_unordered(oa::id).get(id) ||
-              call.find_field_unordered(oa::function).get_object().get(fn) ||
-              fn.find_field_unordered(oa::name).get(name)) {
+        for (const auto call_value : calls) {
+          dom::object call;
+          std::optional<std::string_view> id;
+          std::optional<dom::object> fn;
+          std::optional<std::string_view> name;
+          if (call_value.get_object().get(call) || !(id = string_member(call, oa::id)) ||
+              !(fn = object_member(call, oa::function)) || !(name = string_member(*fn, oa::name))) {
             return malformed("a tool call lacks id, function or name");
           }
-          od::value args;
-          if (!fn.find_field_unordered(oa::arguments).get(args)) {
-            if (!get_string_or_null(args, arguments)) {
-              return malformed("tool call arguments are not a string");
-            }
-          } else if (abandoned(doc)) {
-            return malformed("a tool call is not valid JSON");
+          std::string_view arguments;
+          if (auto args = member(*fn, oa::arguments);
+              args && !get_string_or_null(*args, arguments)) {
+            return malformed("tool call arguments are not a string");
           }
           stream_event start;
           start.type = stream_event::kind::tool_call_start;
           start.index = index;
-          start.id.assign(id);
-          start.name.assign(name);
+          start.id.assign(*id);
+          start.name.assign(*name);
           stream_event done = start;
           done.type = stream_event::kind::tool_call_complete;
           done.text.assign(arguments);
@@ -1087,21 +974,16 @@ decode_result decode_openai_completion(std::string_view body, std::vector<stream
         }
       }
     }
-    std::string_view word;
-    if (!choice.find_field_unordered(oa::finish_reason).get(word)) {
-      finish = parse_openai_finish(word);
-    } else if (abandoned(doc)) {
-      return malformed("a choice is not valid JSON: " + excerpt(body));
+    if (auto word = string_member(choice, oa::finish_reason)) {
+      finish = parse_openai_finish(*word);
     }
     break; // only the first choice
   }
   token_usage usage;
   bool usage_present = false;
-  od::value usage_value;
-  if (!root.find_field_unordered(oa::usage).get(usage_value)) {
-    if (!read_openai_usage(usage_value, usage, usage_present)) {
-      return malformed("usage is not an object of counts");
-    }
+  if (auto usage_value = member(root, oa::usage);
+      usage_value && !read_openai_usage(*usage_value, usage, usage_present)) {
+    return malformed("usage is not an object of counts");
   }
   if (finish) {
     auto& e = out.emplace_back();
@@ -1150,21 +1032,16 @@ void anthropic_stream_decoder::flush(std::vector<stream_event>& out) {
 namespace {
 
 // Reads Anthropic usage counts into `usage`, assigning only the counts present.
-bool read_anthropic_usage(od::object obj, token_usage& usage) {
-  for (auto field : obj) {
-    std::string_view key;
-    od::value v;
-    if (field.unescaped_key().get(key) || field.value().get(v)) {
-      return false;
-    }
+bool read_anthropic_usage(dom::object obj, token_usage& usage) {
+  for (const auto field : obj) {
     std::uint64_t n = 0;
-    if (key == an::input_tokens) {
-      if (!get_count(v, n)) {
+    if (field.key == an::input_tokens) {
+      if (!get_count(field.value, n)) {
         return false;
       }
       usage.prompt_tokens = n;
-    } else if (key == an::output_tokens) {
-      if (!get_count(v, n)) {
+    } else if (field.key == an::output_tokens) {
+      if (!get_count(field.value, n)) {
         return false;
       }
       usage.completion_tokens = n;
@@ -1174,35 +1051,38 @@ bool read_anthropic_usage(od::object obj, token_usage& usage) {
   return true;
 }
 
+/// A member that must be a non-negative integer.
+std::optional<std::uint64_t> index_member(dom::object obj, std::string_view key) {
+  std::uint64_t n = 0;
+  if (auto v = member(obj, key); v && !v->get_uint64().get(n)) {
+    return n;
+  }
+  return std::nullopt;
+}
+
 } // namespace
 
 decode_result anthropic_stream_decoder::decode(std::string_view event, std::string_view data,
                                                std::vector<stream_event>& out) {
-  od::document doc;
-  od::object root;
-  if (json_->iterate(data).get(doc) || doc.get_object().get(root)) {
-    return malformed("an Anthropic event is not a JSON object: " + excerpt(data));
+  dom::element doc;
+  dom::object root;
+  if (const auto parsed = json_->parse(data).get(doc); parsed || doc.get_object().get(root)) {
+    return not_an_object("an Anthropic event", data, parsed);
   }
   std::string type(event);
-  {
-    std::string_view t;
-    if (!root.find_field_unordered(an::type).get(t)) {
-      type.assign(t);
-    } else if (abandoned(doc)) {
-      return malformed("an Anthropic event is not valid JSON: " + excerpt(data));
-    }
+  if (auto t = string_member(root, an::type)) {
+    type.assign(*t);
   }
   const auto bad_shape = [&] {
     return malformed("an Anthropic '" + type + "' event has an unexpected shape: " + excerpt(data));
   };
   if (type == an::message_start) {
-    od::object message;
-    od::object usage;
-    if (root.find_field_unordered(an::message).get_object().get(message)) {
+    const auto message = object_member(root, an::message);
+    if (!message) {
       return bad_shape();
     }
-    if (!message.find_field_unordered(an::usage).get_object().get(usage)) {
-      if (!read_anthropic_usage(usage, usage_)) {
+    if (auto usage = object_member(*message, an::usage)) {
+      if (!read_anthropic_usage(*usage, usage_)) {
         return bad_shape();
       }
       auto& e = out.emplace_back();
@@ -1210,104 +1090,98 @@ decode_result anthropic_stream_decoder::decode(std::string_view event, std::stri
       e.usage = usage_;
     }
   } else if (type == an::content_block_start) {
-    std::uint64_t index = 0;
-    od::object block;
-    std::string_view block_type;
-    if (root.find_field_unordered(an::index).get(index) ||
-        root.find_field_unordered(an::content_block).get_object().get(block) ||
-        block.find_field_unordered(an::type).get(block_type)) {
+    const auto index = index_member(root, an::index);
+    const auto block = object_member(root, an::content_block);
+    const auto block_type = block ? string_member(*block, an::type) : std::nullopt;
+    if (!index || !block_type) {
       return bad_shape();
     }
     auto& b = blocks_.emplace_back();
-    b.index = index;
-    if (block_type == an::tool_use_block || block_type == an::server_tool_use_block) {
-      std::string_view id;
-      std::string_view name;
-      if (block.find_field_unordered(an::id).get(id) ||
-          block.find_field_unordered(an::name).get(name)) {
+    b.index = *index;
+    if (*block_type == an::tool_use_block || *block_type == an::server_tool_use_block) {
+      const auto id = string_member(*block, an::id);
+      const auto name = string_member(*block, an::name);
+      if (!id || !name) {
         return bad_shape();
       }
       b.tool = true;
-      b.id.assign(id);
-      b.name.assign(name);
+      b.id.assign(*id);
+      b.name.assign(*name);
       auto& e = out.emplace_back();
       e.type = stream_event::kind::tool_call_start;
-      e.index = index;
+      e.index = *index;
       e.id = b.id;
       e.name = b.name;
-    } else if (block_type == an::text_block) {
-      std::string_view text;
-      if (!block.find_field_unordered(an::text).get(text) && !text.empty()) {
+    } else if (*block_type == an::text_block) {
+      if (auto text = string_member(*block, an::text); text && !text->empty()) {
         auto& e = out.emplace_back();
         e.type = stream_event::kind::text_delta;
-        e.text.assign(text);
+        e.text.assign(*text);
       }
     }
   } else if (type == an::content_block_delta) {
-    std::uint64_t index = 0;
-    od::object delta;
-    std::string_view delta_type;
-    if (root.find_field_unordered(an::index).get(index) ||
-        root.find_field_unordered(an::delta).get_object().get(delta) ||
-        delta.find_field_unordered(an::type).get(delta_type)) {
+    const auto index = index_member(root, an::index);
+    const auto delta = object_member(root, an::delta);
+    const auto delta_type = delta ? string_member(*delta, an::type) : std::nullopt;
+    if (!index || !delta_type) {
       return bad_shape();
     }
-    std::string_view text;
-    if (delta_type == an::text_delta) {
-      if (delta.find_field_unordered(an::text).get(text)) {
+    if (*delta_type == an::text_delta) {
+      const auto text = string_member(*delta, an::text);
+      if (!text) {
         return bad_shape();
       }
       auto& e = out.emplace_back();
       e.type = stream_event::kind::text_delta;
-      e.text.assign(text);
-    } else if (delta_type == an::thinking_delta) {
-      if (delta.find_field_unordered(an::thinking).get(text)) {
+      e.text.assign(*text);
+    } else if (*delta_type == an::thinking_delta) {
+      const auto text = string_member(*delta, an::thinking);
+      if (!text) {
         return bad_shape();
       }
       auto& e = out.emplace_back();
       e.type = stream_event::kind::reasoning_delta;
-      e.text.assign(text);
-    } else if (delta_type == an::input_json_delta) {
-      if (delta.find_field_unordered(an::partial_json).get(text)) {
+      e.text.assign(*text);
+    } else if (*delta_type == an::input_json_delta) {
+      const auto text = string_member(*delta, an::partial_json);
+      if (!text) {
         return bad_shape();
       }
-      auto* b = block_at(index);
+      auto* b = block_at(*index);
       if (b == nullptr || !b->tool) {
-        return malformed("input_json_delta for block " + std::to_string(index) +
+        return malformed("input_json_delta for block " + std::to_string(*index) +
                          ", which is not an open tool_use block");
       }
-      b->input.append(text);
-      if (!text.empty()) {
+      b->input.append(*text);
+      if (!text->empty()) {
         auto& e = out.emplace_back();
         e.type = stream_event::kind::tool_call_delta;
-        e.index = index;
-        e.text.assign(text);
+        e.index = *index;
+        e.text.assign(*text);
       }
     }
     // signature_delta, citations_delta and future delta types carry nothing we keep.
   } else if (type == an::content_block_stop) {
-    std::uint64_t index = 0;
-    if (root.find_field_unordered(an::index).get(index)) {
+    const auto index = index_member(root, an::index);
+    if (!index) {
       return bad_shape();
     }
-    auto* b = block_at(index);
+    auto* b = block_at(*index);
     if (b != nullptr && b->tool && !b->completed) {
       b->completed = true;
       auto& e = out.emplace_back();
       e.type = stream_event::kind::tool_call_complete;
-      e.index = index;
+      e.index = *index;
       e.id = b->id;
       e.name = b->name;
       e.text = b->input.empty() ? "{}" : b->input;
     }
   } else if (type == an::message_delta) {
-    od::object delta;
     std::optional<finish_reason> finish;
-    if (!root.find_field_unordered(an::delta).get_object().get(delta)) {
-      od::value stop;
-      if (!delta.find_field_unordered(an::stop_reason).get(stop)) {
+    if (auto delta = object_member(root, an::delta)) {
+      if (auto stop = member(*delta, an::stop_reason)) {
         std::string_view word;
-        if (!get_string_or_null(stop, word)) {
+        if (!get_string_or_null(*stop, word)) {
           return bad_shape();
         }
         if (!word.empty()) {
@@ -1315,13 +1189,9 @@ decode_result anthropic_stream_decoder::decode(std::string_view event, std::stri
         }
       }
     }
-    if (abandoned(doc)) {
-      return bad_shape();
-    }
-    od::object usage;
-    if (!root.find_field_unordered(an::usage).get_object().get(usage)) {
+    if (auto usage = object_member(root, an::usage)) {
       // Cumulative: the counts replace the earlier ones.
-      if (!read_anthropic_usage(usage, usage_)) {
+      if (!read_anthropic_usage(*usage, usage_)) {
         return bad_shape();
       }
       auto& e = out.emplace_back();
@@ -1339,9 +1209,9 @@ decode_result anthropic_stream_decoder::decode(std::string_view event, std::stri
     done_ = true;
     flush(out);
   } else if (type == an::error_event) {
-    od::value err;
     error_fields fields;
-    if (root.find_field_unordered(an::error).get(err) || !read_error_object(err, fields)) {
+    auto err = member(root, an::error);
+    if (!err || !read_error_object(*err, fields)) {
       return bad_shape();
     }
     auto e = error_from_fields(0, fields);
@@ -1354,91 +1224,74 @@ decode_result anthropic_stream_decoder::decode(std::string_view event, std::stri
 
 decode_result decode_anthropic_message(std::string_view body, std::vector<stream_event>& out) {
   json_scratch scratch;
-  od::document doc;
-  od::object root;
-  if (scratch.iterate(body).get(doc) || doc.get_object().get(root)) {
-    return malformed("the answer is not a JSON object: " + excerpt(body));
+  dom::element doc;
+  dom::object root;
+  if (const auto parsed = scratch.parse(body).get(doc); parsed || doc.get_object().get(root)) {
+    return not_an_object("the answer", body, parsed);
   }
-  std::string_view type;
-  if (!root.find_field_unordered(an::type).get(type) && type == an::error_event) {
-    od::value err;
+  if (auto type = string_member(root, an::type); type && *type == an::error_event) {
     error_fields fields;
-    if (!root.find_field_unordered(an::error).get(err)) {
-      read_error_object(err, fields);
+    if (auto err = member(root, an::error)) {
+      read_error_object(*err, fields);
     }
     return tl::unexpected(error_from_fields(0, fields));
   }
-  if (abandoned(doc)) {
-    return malformed("the answer is not valid JSON: " + excerpt(body));
-  }
-  od::array content;
-  if (root.find_field_unordered(an::content).get_array().get(content)) {
+  dom::array content;
+  if (auto v = member(root, an::content); !v || v->get_array().get(content)) {
     return malformed("the answer has no content array: " + excerpt(body));
   }
   std::size_t index = 0;
-  for (auto block_result : content) {
-    od::object block;
-    std::string_view block_type;
-    if (block_result.get_object().get(block) ||
-        block.find_field_unordered(an::type).get(block_type)) {
+  for (const auto block_value : content) {
+    dom::object block;
+    std::optional<std::string_view> block_type;
+    if (block_value.get_object().get(block) || !(block_type = string_member(block, an::type))) {
       return malformed("a content block has no type");
     }
-    if (block_type == an::text_block) {
-      std::string_view text;
-      if (block.find_field_unordered(an::text).get(text)) {
+    if (*block_type == an::text_block) {
+      const auto text = string_member(block, an::text);
+      if (!text) {
         return malformed("a text block has no text");
       }
       auto& e = out.emplace_back();
       e.type = stream_event::kind::text_delta;
-      e.text.assign(text);
-    } else if (block_type == an::thinking_block) {
-      std::string_view text;
-      if (!block.find_field_unordered(an::thinking).get(text)) {
+      e.text.assign(*text);
+    } else if (*block_type == an::thinking_block) {
+      if (auto text = string_member(block, an::thinking)) {
         auto& e = out.emplace_back();
         e.type = stream_event::kind::reasoning_delta;
-        e.text.assign(text);
-      } else if (abandoned(doc)) {
-        return malformed("a thinking block is not valid JSON");
+        e.text.assign(*text);
       }
-    } else if (block_type == an::tool_use_block) {
-      std::string_view id;
-      std::string_view name;
-      od::value input;
-      if (block.find_field_unordered(an::id).get(id) ||
-          block.find_field_unordered(an::name).get(name) ||
-          block.find_field_unordered(an::input).get(input)) {
+    } else if (*block_type == an::tool_use_block) {
+      const auto id = string_member(block, an::id);
+      const auto name = string_member(block, an::name);
+      const auto input = member(block, an::input);
+      if (!id || !name || !input) {
         return malformed("a tool_use block lacks id, name or input");
       }
-      std::string_view raw;
-      od::object input_object;
-      if (input.get_object().get(input_object) || input_object.raw_json().get(raw)) {
+      if (!input->is_object()) {
         return malformed("a tool_use input is not valid JSON");
       }
       stream_event start;
       start.type = stream_event::kind::tool_call_start;
       start.index = index;
-      start.id.assign(id);
-      start.name.assign(name);
+      start.id.assign(*id);
+      start.name.assign(*name);
       stream_event done = start;
       done.type = stream_event::kind::tool_call_complete;
-      done.text.assign(raw);
+      done.text = simdjson::minify(*input);
       out.push_back(std::move(start));
       out.push_back(std::move(done));
     }
     ++index;
   }
-  std::string_view stop;
-  if (!root.find_field_unordered(an::stop_reason).get(stop)) {
+  if (auto stop = string_member(root, an::stop_reason)) {
     auto& e = out.emplace_back();
     e.type = stream_event::kind::finish;
-    e.reason = parse_anthropic_stop(stop);
-  } else if (abandoned(doc)) {
-    return malformed("the answer is not valid JSON: " + excerpt(body));
+    e.reason = parse_anthropic_stop(*stop);
   }
-  od::object usage;
-  if (!root.find_field_unordered(an::usage).get_object().get(usage)) {
+  if (auto usage = object_member(root, an::usage)) {
     token_usage counts;
-    if (read_anthropic_usage(usage, counts)) {
+    if (read_anthropic_usage(*usage, counts)) {
       auto& e = out.emplace_back();
       e.type = stream_event::kind::usage;
       e.usage = counts;
@@ -1448,26 +1301,26 @@ decode_result decode_anthropic_message(std::string_view body, std::vector<stream
 }
 
 std::string_view json_kernel_name() noexcept {
-  return SIMDJSON_STRINGIFY(SIMDJSON_BUILTIN_IMPLEMENTATION);
+  return simdjson::get_active_implementation()->name();
 }
 
 tl::expected<std::vector<std::string>, provider_error> parse_model_list(std::string_view body) {
   json_scratch scratch;
-  od::document doc;
-  od::object root;
-  od::array data;
-  if (scratch.iterate(body).get(doc) || doc.get_object().get(root) ||
-      root.find_field_unordered(oa::data).get_array().get(data)) {
+  dom::element doc;
+  dom::object root;
+  dom::array data;
+  if (scratch.parse(body).get(doc) || doc.get_object().get(root) ||
+      root.at_key(oa::data).get_array().get(data)) {
     return malformed("the model list is not {\"data\":[…]}: " + excerpt(body));
   }
   std::vector<std::string> ids;
-  for (auto item : data) {
-    od::object obj;
-    std::string_view id;
-    if (item.get_object().get(obj) || obj.find_field_unordered(oa::id).get(id)) {
+  for (const auto item : data) {
+    dom::object obj;
+    std::optional<std::string_view> id;
+    if (item.get_object().get(obj) || !(id = string_member(obj, oa::id))) {
       return malformed("a model entry has no id");
     }
-    ids.emplace_back(id);
+    ids.emplace_back(*id);
   }
   return ids;
 }

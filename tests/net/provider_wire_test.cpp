@@ -350,3 +350,33 @@ TEST_CASE("decoders reject JSON that breaks inside an object instead of reading 
   REQUIRE_FALSE(r);
   CHECK(r.error().kind == provider_failure::malformed_response);
 }
+
+TEST_CASE("a stream chunk whose delta has a colon for a comma is malformed, and the decoder "
+          "goes on",
+          "[net][provider]") {
+  // simdjson's on-demand API read on past such a delta into its choice, and the lookup
+  // of finish_reason that followed met an assumption that is undefined behaviour in
+  // release builds (found by fuzz/openai_stream_fuzz; the input is in its corpus as
+  // delta_colon_for_comma). The DOM parser validates the whole chunk first.
+  openai_stream_decoder decoder;
+  std::vector<stream_event> events;
+  auto r = decoder.decode(
+      R"({"id":"c","choices":[{"index":0,"delta":{"role":"ass":"","refusal":null},"x":1,)"
+      R"("finish_reason":"stop"}}})",
+      events);
+  REQUIRE_FALSE(r);
+  CHECK(r.error().kind == provider_failure::malformed_response);
+  CHECK_THAT(r.error().message, Catch::StartsWith("a stream chunk is not valid JSON ("));
+  CHECK(events.empty());
+  REQUIRE(decoder.decode(R"({"choices":[{"index":0,"delta":{"content":"next"}}]})", events));
+  REQUIRE(events.size() == 1);
+  CHECK(events[0].text == "next");
+}
+
+TEST_CASE("a payload that is JSON but not an object says so", "[net][provider]") {
+  openai_stream_decoder decoder;
+  std::vector<stream_event> events;
+  auto r = decoder.decode("[1,2]", events);
+  REQUIRE_FALSE(r);
+  CHECK_THAT(r.error().message, Catch::StartsWith("a stream chunk is not a JSON object: "));
+}
