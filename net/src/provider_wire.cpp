@@ -711,6 +711,28 @@ bool read_openai_usage(dom::element value, token_usage& usage, bool& present) {
   return true;
 }
 
+/// True for the members of a message or delta that carry its text: `content`, and the
+/// reasoning under either name.
+bool is_text_member(std::string_view key) noexcept {
+  return key == oa::content || key == oa::reasoning_content || key == oa::reasoning;
+}
+
+/// Appends the text (or reasoning) event of a text member, none when it is empty or null;
+/// false when the value is neither a string nor null.
+bool append_text(std::string_view key, dom::element value, std::vector<stream_event>& out) {
+  std::string_view text;
+  if (!get_string_or_null(value, text)) {
+    return false;
+  }
+  if (!text.empty()) {
+    auto& e = out.emplace_back();
+    e.type =
+        key == oa::content ? stream_event::kind::text_delta : stream_event::kind::reasoning_delta;
+    e.text.assign(text);
+  }
+  return true;
+}
+
 /// One streamed tool-call fragment, its views into the parser's buffer.
 struct call_fragment {
   std::optional<std::uint64_t> index;
@@ -812,17 +834,9 @@ decode_result openai_stream_decoder::decode(std::string_view data, std::vector<s
           return bad();
         }
         for (const auto field : delta) {
-          if (field.key == oa::content || field.key == oa::reasoning_content ||
-              field.key == oa::reasoning) {
-            std::string_view text;
-            if (!get_string_or_null(field.value, text)) {
+          if (is_text_member(field.key)) {
+            if (!append_text(field.key, field.value, out)) {
               return bad();
-            }
-            if (!text.empty()) {
-              auto& e = out.emplace_back();
-              e.type = field.key == oa::content ? stream_event::kind::text_delta
-                                                : stream_event::kind::reasoning_delta;
-              e.text.assign(text);
             }
           } else if (field.key == oa::tool_calls && !field.value.is_null()) {
             dom::array calls;
@@ -921,17 +935,9 @@ decode_result decode_openai_completion(std::string_view body, std::vector<stream
       return malformed("a choice has no message: " + excerpt(body));
     }
     for (const auto field : *message) {
-      if (field.key == oa::content || field.key == oa::reasoning_content ||
-          field.key == oa::reasoning) {
-        std::string_view text;
-        if (!get_string_or_null(field.value, text)) {
+      if (is_text_member(field.key)) {
+        if (!append_text(field.key, field.value, out)) {
           return malformed("message content is not a string");
-        }
-        if (!text.empty()) {
-          auto& e = out.emplace_back();
-          e.type = field.key == oa::content ? stream_event::kind::text_delta
-                                            : stream_event::kind::reasoning_delta;
-          e.text.assign(text);
         }
       } else if (field.key == oa::tool_calls && !field.value.is_null()) {
         dom::array calls;

@@ -3,30 +3,15 @@
 
 #include <catch2/catch.hpp>
 
+#include "chat_messages.hpp"
 #include "troupe/runtime/prompt/compression.hpp"
 #include "troupe/runtime/prompt/token_estimate.hpp"
 
 using namespace troupe;
 using namespace troupe::prompt;
+using namespace troupe::test_messages;
 
 namespace {
-
-chat_message user(std::string text) {
-  return {chat_role::user, std::move(text), {}, {}, {}};
-}
-chat_message assistant(std::string text) {
-  return {chat_role::assistant, std::move(text), {}, {}, {}};
-}
-chat_message calls(std::vector<std::string> ids) {
-  chat_message m{chat_role::assistant, "", {}, {}, {}};
-  for (auto& id : ids) {
-    m.tool_calls.push_back({id, "read", R"({"file_path":"notes.txt"})"});
-  }
-  return m;
-}
-chat_message result(std::string id, std::string text) {
-  return {chat_role::tool, std::move(text), {}, std::move(id), "read"};
-}
 
 /// `turns` turns of a user question, a tool call with `results` results and an answer.
 std::vector<chat_message> tool_turns(std::size_t turns, std::size_t results = 1,

@@ -3,6 +3,7 @@
 
 #include <catch2/catch.hpp>
 
+#include "chat_messages.hpp"
 #include "troupe/runtime/harness/plan_state.hpp"
 #include "troupe/runtime/harness/task_contract.hpp"
 #include "troupe/runtime/prompt/prompt_assembly.hpp"
@@ -10,25 +11,9 @@
 
 using namespace troupe;
 using namespace troupe::prompt;
+using namespace troupe::test_messages;
 
 namespace {
-
-chat_message user(std::string text) {
-  return {chat_role::user, std::move(text), {}, {}, {}};
-}
-chat_message assistant(std::string text) {
-  return {chat_role::assistant, std::move(text), {}, {}, {}};
-}
-chat_message calls(std::vector<std::string> ids) {
-  chat_message m{chat_role::assistant, "", {}, {}, {}};
-  for (auto& id : ids) {
-    m.tool_calls.push_back({id, "read", R"({"file_path":"notes.txt"})"});
-  }
-  return m;
-}
-chat_message result(std::string id, std::string text) {
-  return {chat_role::tool, std::move(text), {}, std::move(id), "read"};
-}
 
 std::vector<std::string> contents(const std::vector<chat_message>& messages) {
   std::vector<std::string> out;
