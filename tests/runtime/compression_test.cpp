@@ -166,6 +166,34 @@ TEST_CASE("long tool outputs in the middle are pruned first, and pruning alone m
   CHECK(cut.size() < 300);
   CHECK(cut.find("tool output pruned") != std::string::npos);
   CHECK(cut.substr(0, 200) == std::string(200, 'o'));
+
+  // The plan's pruned estimate is what the pruned history costs, message by message.
+  REQUIRE(plan.message_tokens.size() == h.size());
+  std::size_t after = 0;
+  for (std::size_t i = 0; i < h.size(); ++i) {
+    CHECK(plan.message_tokens[i] == estimate_tokens(h[i]));
+    after += estimate_tokens(pruned[i]);
+  }
+  CHECK(plan.pruned_tokens == after);
+}
+
+TEST_CASE("a pruned tool output counts what it cut in characters, not bytes",
+          "[runtime][compression]") {
+  CHECK(prune_tool_output(std::string(200, 'o')) == std::string(200, 'o'));
+  // 300 two-byte and 50 three-byte characters: 200 are kept, 150 counted as cut.
+  std::string text;
+  for (int i = 0; i < 300; ++i) {
+    text += "\xc3\xa9"; // é
+  }
+  for (int i = 0; i < 50; ++i) {
+    text += "\xe4\xbd\xa0"; // 你
+  }
+  const auto cut = prune_tool_output(text);
+  CHECK(cut.starts_with(text.substr(0, 400)));
+  CHECK(cut.find("150 more characters") != std::string::npos);
+  // A stray byte counts as one character; the ASCII tail is counted eight at a time.
+  const auto odd = std::string(199, 'a') + "\xff" + std::string(37, 'b');
+  CHECK(prune_tool_output(odd).find(": 37 more characters") != std::string::npos);
 }
 
 TEST_CASE("a forced compression summarises below the trigger", "[runtime][compression]") {

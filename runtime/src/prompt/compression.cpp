@@ -2,6 +2,8 @@
 
 #include <algorithm>
 #include <array>
+#include <bit>
+#include <cstring>
 
 #include <fmt/format.h>
 
@@ -14,7 +16,18 @@ namespace {
 /// Bytes of the first `chars` code points of `text` (a stray byte counts as one).
 std::size_t prefix_bytes(std::string_view text, std::size_t chars) noexcept {
   std::size_t i = 0;
-  for (std::size_t n = 0; i < text.size() && n < chars; ++n) {
+  std::size_t n = 0;
+  // ASCII, eight bytes (characters) at a time.
+  while (n + 8 <= chars && i + 8 <= text.size()) {
+    std::uint64_t word = 0;
+    std::memcpy(&word, text.data() + i, sizeof word);
+    if ((word & 0x8080808080808080ULL) != 0) {
+      break;
+    }
+    i += 8;
+    n += 8;
+  }
+  for (; i < text.size() && n < chars; ++n) {
     const auto c = static_cast<unsigned char>(text[i]);
     std::size_t length = c < 0x80           ? 1
                          : (c >> 5) == 0x6  ? 2
@@ -29,12 +42,21 @@ std::size_t prefix_bytes(std::string_view text, std::size_t chars) noexcept {
   return i;
 }
 
-/// Code points of `text` (a stray byte counts as one).
+/// Code points of `text` (a stray byte counts as one): every byte but a continuation
+/// byte (10xxxxxx) starts a character. Eight bytes at a time.
 std::size_t char_count(std::string_view text) noexcept {
+  constexpr std::uint64_t high_bits = 0x8080808080808080ULL;
   std::size_t n = 0;
-  for (const char ch : text) {
-    // Every byte but a continuation byte starts a character.
-    if ((static_cast<unsigned char>(ch) & 0xC0) != 0x80) {
+  std::size_t i = 0;
+  for (; i + 8 <= text.size(); i += 8) {
+    std::uint64_t word = 0;
+    std::memcpy(&word, text.data() + i, sizeof word);
+    // A continuation byte has bit 7 set and bit 6 clear (bit 6 shifted onto bit 7).
+    const auto continuation = word & ~(word << 1) & high_bits;
+    n += continuation == 0 ? 8 : 8 - static_cast<std::size_t>(std::popcount(continuation));
+  }
+  for (; i < text.size(); ++i) {
+    if ((static_cast<unsigned char>(text[i]) & 0xC0) != 0x80) {
       ++n;
     }
   }
@@ -42,13 +64,15 @@ std::size_t char_count(std::string_view text) noexcept {
 }
 
 /// `text` cut to `chars` characters, with a marker saying how many more there were.
+/// Reads the text past the cut once (to count it); shorter text is returned as it is.
 std::string cut_text(std::string_view text, std::size_t chars, std::string_view what) {
-  const auto total = char_count(text);
-  if (total <= chars) {
+  const auto kept = prefix_bytes(text, chars);
+  if (kept == text.size()) {
     return std::string(text);
   }
-  auto out = std::string(text.substr(0, prefix_bytes(text, chars)));
-  out += fmt::format(" …[{} cut: {} more characters]", what, total - chars);
+  const auto more = char_count(text.substr(kept));
+  auto out = std::string(text.substr(0, kept));
+  out += fmt::format(" …[{} cut: {} more characters]", what, more);
   return out;
 }
 
@@ -142,9 +166,12 @@ compression_plan plan_compression(const compression_input& input) {
   const auto& history = input.history;
   const auto n = history.size();
   const auto& s = input.settings;
+  // Each message is estimated once; the rest of the plan reads these.
+  plan.message_tokens.reserve(n);
   std::size_t total = input.fixed_tokens;
   for (const auto& m : history) {
-    total += estimate_tokens(m);
+    plan.message_tokens.push_back(estimate_tokens(m));
+    total += plan.message_tokens.back();
   }
   plan.estimated_tokens = total;
   plan.pruned_tokens = total;
@@ -190,12 +217,13 @@ compression_plan plan_compression(const compression_input& input) {
     if (is_summary(m)) {
       plan.previous_summary = i;
     }
-    if (m.role != chat_role::tool || char_count(m.content) <= pruned_tool_output_chars) {
+    if (m.role != chat_role::tool ||
+        prefix_bytes(m.content, pruned_tool_output_chars) == m.content.size()) {
       continue;
     }
-    auto cut = m;
-    cut.content = prune_tool_output(m.content);
-    plan.pruned_tokens -= estimate_tokens(m) - estimate_tokens(cut);
+    // The estimate of the pruned message, without copying the message.
+    const auto cut = prune_tool_output(m.content);
+    plan.pruned_tokens -= plan.message_tokens[i] - estimate_tokens(m, cut);
     plan.prune.push_back(i);
   }
   plan.summarise = input.force || plan.pruned_tokens >= plan.trigger_tokens;
@@ -253,8 +281,9 @@ completion_request summary_request(std::span<const chat_message> history,
   request.temperature = 0.3;
   const auto end = std::min(plan.tail_begin, history.size());
   std::size_t content_tokens = 0;
+  const bool estimated = plan.message_tokens.size() == history.size();
   for (std::size_t i = plan.head_end; i < end; ++i) {
-    content_tokens += estimate_tokens(history[i]);
+    content_tokens += estimated ? plan.message_tokens[i] : estimate_tokens(history[i]);
   }
   const auto wanted = std::clamp<std::size_t>(content_tokens / 5, 2000, 4000);
   const auto max_tokens = std::min(wanted, context_window / 4);

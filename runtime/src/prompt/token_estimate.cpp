@@ -1,5 +1,8 @@
 #include "troupe/runtime/prompt/token_estimate.hpp"
 
+#include <cstdint>
+#include <cstring>
+
 namespace troupe::prompt {
 
 namespace {
@@ -9,15 +12,32 @@ struct code_point_counts {
   std::size_t other = 0;
 
   void add(std::string_view text) noexcept {
+    const auto* bytes = text.data();
+    const auto size = text.size();
     std::size_t i = 0;
-    while (i < text.size()) {
-      const auto lead = static_cast<unsigned char>(text[i]);
+    while (i < size) {
+      // ASCII runs, 8 bytes at a time: none of them is CJK.
+      while (i + 8 <= size) {
+        std::uint64_t word = 0;
+        std::memcpy(&word, bytes + i, sizeof word);
+        if ((word & 0x8080808080808080ULL) != 0) {
+          break;
+        }
+        other += 8;
+        i += 8;
+      }
+      if (i >= size) {
+        break;
+      }
+      const auto lead = static_cast<unsigned char>(bytes[i]);
       std::size_t length = 0;
       char32_t cp = 0;
       if (lead < 0x80) {
-        length = 1;
-        cp = lead;
-      } else if ((lead & 0xE0) == 0xC0) {
+        ++other;
+        ++i;
+        continue;
+      }
+      if ((lead & 0xE0) == 0xC0) {
         length = 2;
         cp = lead & 0x1F;
       } else if ((lead & 0xF0) == 0xE0) {
@@ -27,9 +47,9 @@ struct code_point_counts {
         length = 4;
         cp = lead & 0x07;
       }
-      bool valid = length > 0 && i + length <= text.size();
+      bool valid = length > 0 && i + length <= size;
       for (std::size_t k = 1; valid && k < length; ++k) {
-        const auto next = static_cast<unsigned char>(text[i + k]);
+        const auto next = static_cast<unsigned char>(bytes[i + k]);
         if ((next & 0xC0) != 0x80) {
           valid = false;
         } else {
@@ -42,7 +62,8 @@ struct code_point_counts {
         ++i;
         continue;
       }
-      if (is_cjk(cp)) {
+      // Below U+1100 (Latin, Greek, Cyrillic, ...) nothing is CJK.
+      if (cp >= 0x1100 && is_cjk(cp)) {
         ++cjk;
       } else {
         ++other;
@@ -85,8 +106,12 @@ std::size_t estimate_tokens(std::string_view text) noexcept {
 }
 
 std::size_t estimate_tokens(const chat_message& message) noexcept {
+  return estimate_tokens(message, message.content);
+}
+
+std::size_t estimate_tokens(const chat_message& message, std::string_view content) noexcept {
   code_point_counts counts;
-  counts.add(message.content);
+  counts.add(content);
   for (const auto& call : message.tool_calls) {
     counts.add(call.id);
     counts.add(call.name);

@@ -71,6 +71,8 @@ struct compression_input {
 
 /// What to do with a history (see the file comment).
 struct compression_plan {
+  /// The estimate of each message of the history, parallel to it.
+  std::vector<std::size_t> message_tokens;
   /// The estimate of the whole prompt (fixed tokens and history) as it is.
   std::size_t estimated_tokens = 0;
   /// `trigger` x context window.
@@ -97,8 +99,9 @@ struct compression_plan {
   }
 };
 
-/// Plans the compression of a history. O(messages + characters); no allocation beyond
-/// the plan's own.
+/// Plans the compression of a history. O(messages + characters): each message is
+/// estimated once, and a pruned tool output is estimated without copying its message; no
+/// allocation beyond the plan's own.
 compression_plan plan_compression(const compression_input& input);
 
 /// Cuts a tool output to `pruned_tool_output_chars` characters (whole UTF-8 code points)

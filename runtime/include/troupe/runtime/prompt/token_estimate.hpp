@@ -30,4 +30,8 @@ std::size_t estimate_tokens(std::string_view text) noexcept;
 /// arguments), the id of the call it answers, and `message_overhead_tokens`.
 std::size_t estimate_tokens(const chat_message& message) noexcept;
 
+/// The estimate of `message` as if its content were `content` (a pruned or cut copy,
+/// without making the copy).
+std::size_t estimate_tokens(const chat_message& message, std::string_view content) noexcept;
+
 } // namespace troupe::prompt
