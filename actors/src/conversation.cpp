@@ -1,6 +1,7 @@
 #include "troupe/actors/conversation.hpp"
 #include "troupe/actors/shard_scheduler.hpp"
 
+#include <algorithm>
 #include <deque>
 #include <functional>
 #include <map>
@@ -15,6 +16,7 @@
 #include "troupe/storage/file_store.hpp"
 #include "troupe/storage/repositories.hpp"
 #include "troupe/storage/write_op.hpp"
+#include "troupe/tools/blocking_pool.hpp"
 #include "troupe/tools/workspace.hpp"
 
 namespace troupe::actors {
@@ -23,6 +25,8 @@ namespace {
 
 // Largest run artifact copied into the files store.
 constexpr std::size_t max_artifact_bytes = std::size_t{256} << 20;
+// How long copying a run's artifacts into the files directory may take.
+constexpr auto artifact_copy_timeout = std::chrono::seconds(60);
 // How long a conversation waits for a run beyond the run's own deadline.
 constexpr auto run_grace = std::chrono::seconds(30);
 
@@ -137,43 +141,57 @@ void deliver_turn(conversation_self self, pending_turn& turn, const run_result& 
 
 void end_turn(conversation_self self, run_result result);
 
-/// Copies the run's files out of the workspace into the files directory and stores a
-/// `files` row for each, then ends the turn. A file that cannot be read is left out
-/// (the answer still names it) and logged on the result's steps.
-void store_artifacts(conversation_self self, run_result result) {
-  auto& st = self->state;
-  const bool can_store = st.spec.io.writer && st.spec.owner_user != 0 &&
-                         !st.spec.files_dir.empty() && st.spec.conversation_row != 0;
-  if (!can_store || result.artifacts.empty()) {
-    end_turn(self, std::move(result));
-    return;
-  }
-  auto ws = tools::workspace::open(st.spec.workspace);
+/// Where a run's artifacts are copied from and to, and whose files they become.
+struct artifact_target {
+  std::filesystem::path workspace;
+  std::filesystem::path files_dir;
+  storage::row_id owner_user = 0;
+  storage::row_id conversation_row = 0;
+};
+
+/// A run's artifacts once their bytes are in the files directory: the artifacts with
+/// their file ids filled in, the `files` rows to insert, and the steps of those that
+/// could not be stored.
+struct copied_artifacts {
+  std::vector<harness::artifact> artifacts;
   std::vector<storage::file_record> rows;
-  std::vector<std::size_t> indexes;
-  for (std::size_t i = 0; i < result.artifacts.size(); ++i) {
-    auto& a = result.artifacts[i];
+  std::vector<run_step> failures;
+};
+
+/// Reads each artifact from the workspace (regular files only, without following links or
+/// waiting on special files: workspace::read_file), stores its bytes and hashes them. It
+/// blocks: run it on the blocking pool.
+copied_artifacts copy_artifacts(std::vector<harness::artifact> artifacts,
+                                const artifact_target& target, const tools::job_control* control) {
+  copied_artifacts out;
+  auto ws = tools::workspace::open(target.workspace);
+  for (auto& a : artifacts) {
     if (!a.file_id.empty() || a.path.empty() || !ws) {
+      continue;
+    }
+    if (control != nullptr && control->should_stop()) {
+      out.failures.push_back(run_step{"files", "store_artifact", "failed",
+                                      fmt::format("{}: out of time to store it", a.path)});
       continue;
     }
     auto relative = ws->relative(a.path);
     auto bytes = relative ? ws->read_file(*relative, max_artifact_bytes)
                           : expected<std::string>(tl::unexpected(relative.error()));
     if (!bytes) {
-      result.steps.push_back(run_step{"files", "store_artifact", "failed",
+      out.failures.push_back(run_step{"files", "store_artifact", "failed",
                                       fmt::format("{}: {}", a.path, bytes.error().message)});
       continue;
     }
-    auto stored = storage::store_file_bytes(st.spec.files_dir, *bytes);
+    auto stored = storage::store_file_bytes(target.files_dir, *bytes);
     if (!stored) {
-      result.steps.push_back(run_step{"files", "store_artifact", "failed",
+      out.failures.push_back(run_step{"files", "store_artifact", "failed",
                                       fmt::format("{}: {}", a.path, stored.error().message)});
       continue;
     }
     storage::file_record f;
     f.uuid = new_uuid();
-    f.owner_user_id = st.spec.owner_user;
-    f.conversation_id = st.spec.conversation_row;
+    f.owner_user_id = target.owner_user;
+    f.conversation_id = target.conversation_row;
     f.kind = "artifact";
     f.name = std::filesystem::path(*relative).filename().string();
     f.mime_type = a.mime.empty() ? tools::detect_mime(*relative, *bytes) : a.mime;
@@ -187,9 +205,74 @@ void store_artifacts(conversation_self self, run_result result) {
     if (a.name.empty()) {
       a.name = f.name;
     }
-    rows.push_back(std::move(f));
-    indexes.push_back(i);
+    out.rows.push_back(std::move(f));
   }
+  out.artifacts = std::move(artifacts);
+  return out;
+}
+
+/// `copy_artifacts` on the pool, within `artifact_copy_timeout`. By value: a coroutine.
+asio::awaitable<expected<copied_artifacts>>
+copy_artifacts_on(std::shared_ptr<tools::blocking_pool> pool,
+                  std::vector<harness::artifact> artifacts, artifact_target target) {
+  auto job = [artifacts = std::move(artifacts),
+              target = std::move(target)](const tools::job_control& control) mutable {
+    return copy_artifacts(std::move(artifacts), target, &control);
+  };
+  auto running = pool->run(std::move(job), artifact_copy_timeout);
+  auto copied = co_await std::move(running);
+  co_return copied;
+}
+
+void record_artifacts(conversation_self self, run_result result, copied_artifacts copied);
+
+/// Copies the run's files out of the workspace into the files directory, on the blocking
+/// pool, and stores a `files` row for each; then ends the turn. A file that cannot be
+/// read is left out (the answer still names it) and logged on the result's steps.
+void store_artifacts(conversation_self self, run_result result) {
+  auto& st = self->state;
+  const bool can_store = st.spec.io.writer && st.spec.owner_user != 0 &&
+                         !st.spec.files_dir.empty() && st.spec.conversation_row != 0;
+  const bool any =
+      std::any_of(result.artifacts.begin(), result.artifacts.end(),
+                  [](const harness::artifact& a) { return a.file_id.empty() && !a.path.empty(); });
+  if (!can_store || !any) {
+    end_turn(self, std::move(result));
+    return;
+  }
+  artifact_target target{st.spec.workspace, st.spec.files_dir, st.spec.owner_user,
+                         st.spec.conversation_row};
+  auto* http = st.spec.io.http_here();
+  if (http == nullptr || !st.spec.io.blocking) {
+    // No executor to wait on (a bare conversation in a test): copy here.
+    auto copied = copy_artifacts(result.artifacts, target, nullptr);
+    record_artifacts(self, std::move(result), std::move(copied));
+    return;
+  }
+  auto shared = std::make_shared<run_result>(std::move(result));
+  start_io(self, http->get_executor(),
+           copy_artifacts_on(st.spec.io.blocking, shared->artifacts, std::move(target)),
+           [self, shared](expected<expected<copied_artifacts>> r) {
+             if (r && *r) {
+               record_artifacts(self, std::move(*shared), std::move(**r));
+               return;
+             }
+             const auto& e = !r ? r.error() : r->error();
+             shared->steps.push_back(
+                 run_step{"files", "store_artifact", "failed",
+                          fmt::format("the run's files could not be stored: {}", e.message)});
+             end_turn(self, std::move(*shared));
+           });
+}
+
+/// Inserts the rows of the copied artifacts in one write, then ends the turn.
+void record_artifacts(conversation_self self, run_result result, copied_artifacts copied) {
+  auto& st = self->state;
+  for (auto& failure : copied.failures) {
+    result.steps.push_back(std::move(failure));
+  }
+  result.artifacts = std::move(copied.artifacts);
+  auto rows = std::move(copied.rows);
   if (rows.empty()) {
     end_turn(self, std::move(result));
     return;
@@ -664,6 +747,7 @@ conversation_actor::behavior_type conversation_behavior(conversation_self self,
           self->quit();
         }
       },
+      handle_io_completion(),
   };
 }
 

@@ -525,6 +525,7 @@ expected<endpoint> node::start() {
   chat_options.io.sandbox = std::make_shared<tools::sandbox_runner>(sandbox);
   chat_options.io.workspace_max_bytes = d.config.tools.workspace_max_bytes;
   chat_options.io.memory = d.memory;
+  chat_options.io.blocking = d.blocking;
   chat_options.declared_providers = d.config.providers;
   chat_options.secrets = d.secrets;
   chat_options.key_env = key_env_policy(d.config.secrets.allowed_env);

@@ -2,6 +2,7 @@
 // owner's token or a signed, expiring link; the key that signs the links.
 
 #include <fcntl.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <cctype>
@@ -10,8 +11,8 @@
 #include <cstring>
 #include <fstream>
 #include <set>
-#include <sstream>
 
+#include <boost/asio/co_spawn.hpp>
 #include <fmt/format.h>
 
 #include "json.hpp"
@@ -21,6 +22,7 @@
 #include "troupe/net/multipart.hpp"
 #include "troupe/runtime/crypto.hpp"
 #include "troupe/runtime/json_writer.hpp"
+#include "troupe/runtime/log.hpp"
 #include "troupe/runtime/run_event.hpp"
 #include "troupe/storage/file_store.hpp"
 #include "troupe/storage/repositories.hpp"
@@ -105,6 +107,140 @@ void write_file(json_writer& w, const storage::file_record& f, const api_state& 
   w.end_object();
 }
 
+// Downloads are read in pieces of this size on the blocking pool and streamed; a file no
+// larger than one piece is answered in one response with its length.
+constexpr std::size_t download_piece_bytes = 256 * 1024;
+
+// A download's open file and the piece last read from it; shared by the handler, the
+// pool jobs and the coroutine that streams the rest.
+struct download_source {
+  int fd = -1;
+  std::string piece;
+  bool at_end = false;
+  download_source() = default;
+  download_source(const download_source&) = delete;
+  download_source& operator=(const download_source&) = delete;
+  ~download_source() {
+    if (fd >= 0) {
+      ::close(fd);
+    }
+  }
+};
+
+// Reads the next piece (up to download_piece_bytes) into `source.piece`.
+expected<void> read_piece(download_source& source) {
+  source.piece.resize(download_piece_bytes);
+  std::size_t filled = 0;
+  while (filled < source.piece.size()) {
+    const auto n = ::read(source.fd, source.piece.data() + filled, source.piece.size() - filled);
+    if (n < 0 && errno == EINTR) {
+      continue;
+    }
+    if (n < 0) {
+      return fail(errc::io_error, fmt::format("reading the file failed: {}", std::strerror(errno)));
+    }
+    if (n == 0) {
+      source.at_end = true;
+      break;
+    }
+    filled += static_cast<std::size_t>(n);
+  }
+  source.piece.resize(filled);
+  return {};
+}
+
+// Opens a stored file for reading without following a link or waiting on a special file
+// (the files directory is troupe's own, but nothing read from disk is trusted), then
+// reads its first piece.
+expected<void> open_download(download_source& source, const std::filesystem::path& path) {
+  source.fd = ::open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+  if (source.fd < 0) {
+    return fail(errno == ENOENT ? errc::not_found : errc::io_error,
+                fmt::format("opening the file failed: {}", std::strerror(errno)));
+  }
+  struct stat info {};
+  if (::fstat(source.fd, &info) != 0 || !S_ISREG(info.st_mode)) {
+    return fail(errc::io_error, "the stored file is not a regular file");
+  }
+  return read_piece(source);
+}
+
+// Runs `job` on the node's blocking pool (inline without one). By value: a coroutine.
+asio::awaitable<expected<void>> off_the_shard(state_ptr state,
+                                              std::function<expected<void>()> job) {
+  if (!state->run_blocking) {
+    co_return job();
+  }
+  auto running = state->run_blocking(std::move(job));
+  auto done = co_await std::move(running);
+  co_return done;
+}
+
+// Streams what is left of a download after its first piece, one piece at a time, each
+// read on the pool and written with back-pressure. A read that fails ends the stream
+// without its last chunk, so the client sees a truncated transfer, not a short file.
+asio::awaitable<void> stream_rest(state_ptr state, std::shared_ptr<download_source> source,
+                                  net::response_stream stream, std::string name) {
+  while (!source->at_end) {
+    // Named, not temporaries of the co_await: GCC 12 destroys some of those twice.
+    std::function<expected<void>()> next = [source] { return read_piece(*source); };
+    auto reading = off_the_shard(state, std::move(next));
+    auto read = co_await std::move(reading);
+    if (!read) {
+      log::warn("download of {} failed part way: {}", name, read.error().message);
+      stream.abort();
+      co_return;
+    }
+    if (!source->piece.empty() && !co_await stream.write(std::move(source->piece))) {
+      co_return; // the client left
+    }
+  }
+  stream.finish();
+}
+
+// Answers a download of `f`: one response when it fits a piece, else a chunked stream.
+// `extra` headers (CORS) go on either.
+asio::awaitable<http_response> file_content(state_ptr state, request_context& ctx,
+                                            storage::file_record f,
+                                            std::vector<net::http_header> extra = {}) {
+  auto source = std::make_shared<download_source>();
+  const auto path = state->data_dir / f.storage_path;
+  std::function<expected<void>()> open = [source, path] { return open_download(*source, path); };
+  auto opening = off_the_shard(state, std::move(open));
+  auto opened = co_await std::move(opening);
+  if (!opened) {
+    if (opened.error().code == errc::not_found) {
+      co_return http_response::error(410, "gone", "the file's bytes are missing on the server");
+    }
+    log::warn("download of file {} failed: {}", f.uuid, opened.error().message);
+    co_return http_response::error(500, "internal", "the file could not be read");
+  }
+  std::vector<net::http_header> headers = {
+      {"Content-Disposition", content_disposition(f.name)},
+      {"X-Content-Type-Options", "nosniff"},
+      {"Cache-Control", "private, no-store"},
+  };
+  headers.insert(headers.end(), extra.begin(), extra.end());
+  if (source->at_end) {
+    http_response r;
+    r.status = 200;
+    r.content_type = f.mime_type;
+    r.body = std::move(source->piece);
+    r.headers = std::move(headers);
+    co_return r;
+  }
+  auto stream = ctx.begin_stream(200, f.mime_type, std::move(headers));
+  stream.try_write(std::move(source->piece));
+  source->piece.clear();
+  asio::co_spawn(ctx.executor(), stream_rest(state, source, stream, f.uuid),
+                 [](const std::exception_ptr& failure) {
+                   if (failure) {
+                     log::warn("a download stream ended with an exception");
+                   }
+                 });
+  co_return http_response{};
+}
+
 asio::awaitable<http_response> upload_file(state_ptr state, request_context& ctx,
                                            api_caller caller) {
   const auto& request = ctx.request();
@@ -115,7 +251,10 @@ asio::awaitable<http_response> upload_file(state_ptr state, request_context& ctx
     co_return http_response::error(413, "payload_too_large",
                                    fmt::format("file: larger than the {} byte limit", limit));
   }
-  auto parts = net::parse_multipart(request.header("Content-Type"), request.body);
+  // The body moves to the heap, shared with the job that stores the file: that job may
+  // outlive this handler (its deadline, a client that leaves), and the parts are views.
+  auto body = std::make_shared<const std::string>(std::move(ctx.request().body));
+  auto parts = net::parse_multipart(request.header("Content-Type"), *body);
   if (!parts) {
     co_return error_response(parts.error());
   }
@@ -141,13 +280,31 @@ asio::awaitable<http_response> upload_file(state_ptr state, request_context& ctx
   f.name = clean_file_name(file->filename);
   f.mime_type = clean_mime(file->content_type);
   f.size_bytes = static_cast<std::int64_t>(file->data.size());
-  f.sha256 = sha256_hex(file->data);
   const auto dir = state->data_dir / "files";
-  auto stored = storage::store_file_bytes(dir, file->data);
-  if (!stored) {
-    ctx.log().error("upload failed: {}", stored.error().message);
-    co_return error_response(stored.error());
+  // Hashing and writing the bytes (with their fsync) on the blocking pool; what the job
+  // finds goes into a shared result, since the job may outlive this handler.
+  struct stored_upload {
+    std::string sha256;
+    std::string name;
+  };
+  auto result = std::make_shared<stored_upload>();
+  auto write_bytes = [body, data = file->data, dir, result]() -> expected<void> {
+    result->sha256 = sha256_hex(data);
+    auto stored = storage::store_file_bytes(dir, data);
+    if (!stored) {
+      return tl::unexpected(stored.error());
+    }
+    result->name = std::move(*stored);
+    return {};
+  };
+  auto writing = off_the_shard(state, std::move(write_bytes));
+  auto written = co_await std::move(writing);
+  if (!written) {
+    ctx.log().error("upload failed: {}", written.error().message);
+    co_return error_response(written.error());
   }
+  f.sha256 = result->sha256;
+  const auto* stored = &result->name;
   f.storage_path = "files/" + *stored;
   f.created_at = storage::now_millis();
   // Awaited as a named value: GCC 12 mishandles temporaries in co_await expressions.
@@ -199,30 +356,15 @@ asio::awaitable<http_response> list_files(state_ptr state, request_context& ctx,
   });
 }
 
-http_response file_content(const api_state& state, const storage::file_record& f) {
-  std::ifstream in(state.data_dir / f.storage_path, std::ios::binary);
-  if (!in) {
-    return http_response::error(410, "gone", "the file's bytes are missing on the server");
-  }
-  std::ostringstream bytes;
-  bytes << in.rdbuf();
-  http_response r;
-  r.status = 200;
-  r.content_type = f.mime_type;
-  r.body = std::move(bytes).str();
-  r.headers.push_back({"Content-Disposition", content_disposition(f.name)});
-  r.headers.push_back({"X-Content-Type-Options", "nosniff"});
-  r.headers.push_back({"Cache-Control", "private, no-store"});
-  return r;
-}
-
 asio::awaitable<http_response> owner_content(state_ptr state, request_context& ctx,
                                              api_caller caller) {
   auto f = callers_file(*state, ctx, caller);
   if (!f) {
     co_return http_response::error(404, "not_found", "no such file");
   }
-  co_return file_content(*state, *f);
+  auto answering = file_content(state, ctx, std::move(*f));
+  auto answer = co_await std::move(answering);
+  co_return answer;
 }
 
 // A signed link stands in for the token; without one, the owner's token is required.
@@ -260,8 +402,15 @@ asio::awaitable<http_response> download(state_ptr state, net::route_handler with
   } else {
     auto f = state->reads->with(
         [&](storage::connection& c) { return storage::find_file_by_uuid(c, uuid); });
-    response =
-        f ? file_content(*state, *f) : http_response::error(404, "not_found", "no such file");
+    if (f) {
+      // A streamed answer's headers go out before the body: CORS is decided up front.
+      http_response cors;
+      add_cors_headers(state->config, request, cors);
+      auto answering = file_content(state, ctx, std::move(*f), std::move(cors.headers));
+      auto answer = co_await std::move(answering);
+      co_return answer;
+    }
+    response = http_response::error(404, "not_found", "no such file");
   }
   add_cors_headers(state->config, request, response);
   co_return response;

@@ -6,13 +6,17 @@
 #include <mutex>
 #include <thread>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
 
 #include "actors/run_fixture.hpp"
+#include "support/wait_until.hpp"
 #include "troupe/actors/bridge.hpp"
 #include "troupe/actors/chat_service.hpp"
 #include "troupe/storage/repositories.hpp"
+#include "troupe/tools/blocking_pool.hpp"
 
 using namespace troupe;
 using namespace troupe::test;
@@ -26,7 +30,8 @@ namespace {
 struct chat_world {
   explicit chat_world(std::string_view script, std::chrono::milliseconds idle_ttl = 10min,
                       std::chrono::milliseconds retention = 50ms, std::size_t max_retained = 100,
-                      actors::store_writer_options writer_options = {}, bool writer_has_db = true)
+                      actors::store_writer_options writer_options = {}, bool writer_has_db = true,
+                      std::shared_ptr<tools::blocking_pool> blocking = nullptr)
       : world(script) {
     storage::provider_record p;
     p.name = "mock";
@@ -59,6 +64,7 @@ struct chat_world {
     o.reads = reads;
     o.io.http = world.http();
     o.io.tools = world.tools;
+    o.io.blocking = std::move(blocking);
     o.data_dir = db.dir.path();
     o.idle_ttl = idle_ttl;
     o.retention = retention;
@@ -104,6 +110,22 @@ struct chat_world {
   actors::store_writer_actor writer;
   std::unique_ptr<actors::chat_service> chat;
 };
+
+/// Holds the pool's only thread until `released` is ready; `started` once it does.
+boost::asio::awaitable<void> occupy(std::shared_ptr<tools::blocking_pool> pool,
+                                    std::shared_future<void> released,
+                                    std::shared_ptr<std::atomic<bool>> started) {
+  auto job = [released, started](const tools::job_control&) {
+    *started = true;
+    released.wait();
+    return 0;
+  };
+  auto running = pool->run(std::move(job), std::chrono::seconds(60));
+  // The outcome is the test's to check (the file stored after the release), not this
+  // thread's: Catch's assertions are not thread-safe.
+  auto ran = co_await std::move(running);
+  (void)ran;
+}
 
 } // namespace
 
@@ -166,6 +188,37 @@ TEST_CASE("a run's files become stored files with ids", "[actors][chat_service]"
   CHECK(f.kind == "artifact");
   CHECK(f.size_bytes == 8);
   CHECK(f.run_id.has_value());
+  CHECK(std::filesystem::file_size(w.db.dir.path() / f.storage_path) == 8);
+}
+
+TEST_CASE("a run's files are copied on the blocking pool, not on the conversation's thread",
+          "[actors][chat_service]") {
+  auto pool = std::make_shared<tools::blocking_pool>(1);
+  chat_world w(R"([
+    {"match":{"has_tool_result":false},"reply":{"tool_calls":[{"name":"write",
+      "arguments":{"path":"notes.md","content":"# notes\n"}}]}},
+    {"match":{"has_tool_result":true},"reply":{"text":"Wrote notes.md."}}])",
+               10min, 50ms, 100, {}, true, pool);
+  // The pool's only thread is held, so a copy handed to the pool waits in its queue.
+  std::promise<void> release;
+  auto started = std::make_shared<std::atomic<bool>>(false);
+  boost::asio::io_context io;
+  boost::asio::co_spawn(io, occupy(pool, release.get_future().share(), started),
+                        boost::asio::detached);
+  std::thread io_thread([&io] { io.run(); });
+  REQUIRE(wait_until([&] { return started->load(); }, 10s));
+
+  const auto submitted = w.submit("write notes");
+  // The run ends; storing its file is queued on the pool (nothing else uses it here).
+  const bool queued = wait_until([&] { return pool->queued() == 1; }, 20s);
+  release.set_value();
+  io_thread.join();
+  REQUIRE(queued);
+  auto r = w.wait(submitted.journal);
+  REQUIRE(r.status == storage::run_status::succeeded);
+  REQUIRE(r.artifacts.size() == 1);
+  REQUIRE_FALSE(r.artifacts.front().file_id.empty());
+  auto f = must(storage::find_file(w.db.db, r.artifacts.front().file_id, w.user));
   CHECK(std::filesystem::file_size(w.db.dir.path() / f.storage_path) == 8);
 }
 

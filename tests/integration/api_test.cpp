@@ -322,6 +322,48 @@ TEST_CASE("CORS: preflight answered for allowed origins, headers on responses",
   CHECK(header_value(denied, "Access-Control-Allow-Origin") == "https://app.example");
 }
 
+TEST_CASE("files: a large download streams in pieces; a stored special file is refused at once",
+          "[integration][api][hostile]") {
+  api_server s("max_upload_bytes = 2000000\n");
+  REQUIRE(s.port() != 0);
+  const auto alice = s.user_token("alice");
+  // Larger than one piece (256 KiB) and not a multiple of it; every byte value.
+  std::string content(700'001, '\0');
+  for (std::size_t i = 0; i < content.size(); ++i) {
+    content[i] = static_cast<char>((i * 7919) % 251);
+  }
+  const auto upload =
+      s.call("POST", "/api/v1/files", alice,
+             multipart("big.bin", "application/octet-stream", content), multipart_header);
+  REQUIRE(status_of(upload) == 201);
+  const auto id = json_field(body_of(upload), "id");
+
+  const auto r = s.call("GET", "/api/v1/files/" + id + "/content", alice);
+  CHECK(status_of(r) == 200);
+  CHECK(header_value(r, "Transfer-Encoding") == "chunked");
+  CHECK(header_value(r, "Content-Disposition") ==
+        "attachment; filename=\"big.bin\"; filename*=UTF-8''big.bin");
+  const auto body = dechunked_body_of(r);
+  CHECK(body.size() == content.size());
+  CHECK(troupe::sha256_hex(body) == troupe::sha256_hex(content));
+
+  // The stored bytes replaced by a FIFO that nobody writes: opening it for reading would
+  // wait forever. The download fails at once, and the server keeps answering.
+  std::filesystem::path stored;
+  for (const auto& entry : std::filesystem::directory_iterator(s.data_dir() / "files")) {
+    stored = entry.path();
+  }
+  REQUIRE(!stored.empty());
+  std::filesystem::remove(stored);
+  REQUIRE(::mkfifo(stored.c_str(), 0600) == 0);
+  const auto start = std::chrono::steady_clock::now();
+  const auto fifo = s.call("GET", "/api/v1/files/" + id + "/content", alice);
+  CHECK(status_of(fifo) == 500);
+  CHECK_THAT(body_of(fifo), Catch::Contains("could not be read"));
+  CHECK(std::chrono::steady_clock::now() - start < std::chrono::seconds(5));
+  CHECK(status_of(s.call("GET", "/healthz", "")) == 200);
+}
+
 TEST_CASE("files: upload, metadata, download by owner or signed link, nobody else",
           "[integration][api]") {
   api_server s("max_upload_bytes = 1000\n");

@@ -159,4 +159,36 @@ inline std::string body_of(std::string_view response) {
   return split == std::string_view::npos ? std::string{} : std::string(response.substr(split + 4));
 }
 
+/// The body of a raw chunked response with its chunk framing removed; empty when the
+/// framing is broken or the last (zero-size) chunk is missing.
+inline std::string dechunked_body_of(std::string_view response) {
+  const auto split = response.find("\r\n\r\n");
+  if (split == std::string_view::npos) {
+    return {};
+  }
+  auto rest = response.substr(split + 4);
+  std::string body;
+  for (;;) {
+    const auto line_end = rest.find("\r\n");
+    if (line_end == std::string_view::npos) {
+      return {};
+    }
+    std::size_t size = 0;
+    try {
+      size = std::stoul(std::string(rest.substr(0, line_end)), nullptr, 16);
+    } catch (const std::exception&) {
+      return {};
+    }
+    rest.remove_prefix(line_end + 2);
+    if (size == 0) {
+      return body;
+    }
+    if (rest.size() < size + 2) {
+      return {};
+    }
+    body.append(rest.substr(0, size));
+    rest.remove_prefix(size + 2);
+  }
+}
+
 } // namespace troupe::test

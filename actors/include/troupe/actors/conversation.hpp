@@ -111,13 +111,14 @@ struct turn_request {
 /// From its runs, and sent by the conversation to itself (not for others):
 ///   (event_atom, run_event)                  an event of the active run, forwarded
 ///   (idle_atom, generation)                  passivates when nothing happened since
+///   (io_done_atom, io_completion)            work it started on the blocking pool is done
 using conversation_actor =
     caf::typed_actor<caf::replies_to<send_atom, std::string>::with<run_result>,
                      caf::replies_to<send_atom, turn_request>::with<bool>,
                      caf::replies_to<cancel_atom, std::string>::with<bool>,
                      caf::reacts_to<subscribe_atom, run_event_sink>,
                      caf::reacts_to<event_atom, run_event>,
-                     caf::reacts_to<idle_atom, std::uint64_t>>;
+                     caf::reacts_to<idle_atom, std::uint64_t>, io_completion_handler>;
 
 conversation_actor spawn_conversation(caf::actor_system& system, conversation_spec spec);
 

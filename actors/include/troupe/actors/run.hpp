@@ -36,6 +36,10 @@
 #include "troupe/tools/tool.hpp"
 #include "troupe/tools/tool_resolver.hpp"
 
+namespace troupe::tools {
+class blocking_pool;
+} // namespace troupe::tools
+
 namespace troupe::actors {
 
 using run_atom = caf::atom_constant<caf::atom("run")>;
@@ -90,6 +94,9 @@ struct run_io {
   /// Durable memory (issue 15): recalled into each top-level run's prompt when the agent
   /// has `memory` on and the run has an owner. Null: no memory.
   std::shared_ptr<memory_service> memory;
+  /// Where blocking work of a run and its conversation goes (copying artifacts into the
+  /// files directory). Null: that work runs on the calling thread (tests only).
+  std::shared_ptr<tools::blocking_pool> blocking;
 };
 
 /// Everything one run needs.
