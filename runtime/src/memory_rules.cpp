@@ -3,7 +3,6 @@
 #include <algorithm>
 #include <array>
 #include <cctype>
-#include <set>
 
 #include <fmt/format.h>
 
@@ -197,9 +196,42 @@ std::optional<std::string> known_key_shape(std::string_view text, const std::str
   return std::nullopt;
 }
 
-std::set<std::string> word_set(std::string_view text) {
+// The distinct comparison words of a text, sorted (cheaper to build and to compare than a
+// std::set: one allocation per word and a merge walk).
+std::vector<std::string> word_set(std::string_view text) {
   auto words = comparison_words(text);
-  return {words.begin(), words.end()};
+  std::sort(words.begin(), words.end());
+  words.erase(std::unique(words.begin(), words.end()), words.end());
+  return words;
+}
+
+// Words two sorted sets share.
+std::size_t shared_words(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  std::size_t common = 0;
+  auto i = a.begin();
+  auto j = b.begin();
+  while (i != a.end() && j != b.end()) {
+    if (*i < *j) {
+      ++i;
+    } else if (*j < *i) {
+      ++j;
+    } else {
+      ++common;
+      ++i;
+      ++j;
+    }
+  }
+  return common;
+}
+
+// Jaccard similarity of two word sets: shared words over all words (1 when both are empty).
+double set_similarity(const std::vector<std::string>& a, const std::vector<std::string>& b) {
+  if (a.empty() && b.empty()) {
+    return 1.0;
+  }
+  const auto common = shared_words(a, b);
+  const auto all = a.size() + b.size() - common;
+  return all == 0 ? 0.0 : static_cast<double>(common) / static_cast<double>(all);
 }
 
 // Collapses every run of whitespace (line breaks included) into one space and
@@ -336,17 +368,7 @@ std::vector<std::string> comparison_words(std::string_view text) {
 }
 
 double similarity(std::string_view a, std::string_view b) {
-  const auto wa = word_set(a);
-  const auto wb = word_set(b);
-  if (wa.empty() && wb.empty()) {
-    return 1.0;
-  }
-  std::size_t common = 0;
-  for (const auto& w : wa) {
-    common += wb.count(w);
-  }
-  const auto all = wa.size() + wb.size() - common;
-  return all == 0 ? 0.0 : static_cast<double>(common) / static_cast<double>(all);
+  return set_similarity(word_set(a), word_set(b));
 }
 
 bool is_near_duplicate(std::string_view a, std::string_view b) {
@@ -359,10 +381,9 @@ bool restates(std::string_view proposal, std::string_view recalled) {
   if (wp.empty() || wr.empty()) {
     return false;
   }
-  const auto within = [](const std::set<std::string>& small, const std::set<std::string>& big) {
-    return std::all_of(small.begin(), small.end(), [&](const auto& w) { return big.count(w) > 0; });
-  };
-  return within(wp, wr) || within(wr, wp) || similarity(proposal, recalled) >= recalled_threshold;
+  const auto common = shared_words(wp, wr);
+  // One set inside the other, or close enough.
+  return common == wp.size() || common == wr.size() || set_similarity(wp, wr) >= recalled_threshold;
 }
 
 std::size_t count_chars(std::string_view text) noexcept {
@@ -390,27 +411,33 @@ rendered_block render_block(std::span<const block_item> ranked, std::span<const 
                             const block_limits& limits) {
   rendered_block out;
   std::vector<const block_item*> chosen;
-  const auto already = [&](const block_item& item) {
-    return std::any_of(chosen.begin(), chosen.end(), [&](const block_item* c) {
-      return c->id == item.id || is_near_duplicate(c->content, item.content);
-    });
+  // The chosen items' word sets, built once each (not once per comparison).
+  std::vector<std::vector<std::string>> chosen_words;
+  const auto choose = [&](const block_item& item) {
+    auto words = word_set(item.content);
+    for (std::size_t i = 0; i < chosen.size(); ++i) {
+      if (chosen[i]->id == item.id ||
+          set_similarity(chosen_words[i], words) >= near_duplicate_threshold) {
+        return false;
+      }
+    }
+    chosen.push_back(&item);
+    chosen_words.push_back(std::move(words));
+    return true;
   };
   const auto max_items = std::min(limits.max_items, max_block_items);
   for (const auto& item : ranked) {
     if (chosen.size() >= max_items) {
       break;
     }
-    if (!already(item)) {
-      chosen.push_back(&item);
-    }
+    choose(item);
   }
   std::size_t pinned_added = 0;
   for (const auto& item : pinned) {
     if (pinned_added >= limits.max_pinned) {
       break;
     }
-    if (!already(item)) {
-      chosen.push_back(&item);
+    if (choose(item)) {
       ++pinned_added;
     }
   }

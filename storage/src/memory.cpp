@@ -717,6 +717,89 @@ expected<page_total> count_memories(connection& c, const memory_filter& f) {
   return page_total{*row ? st->int64(0) : 0};
 }
 
+namespace {
+
+// How many indexed items one recall may score by relevance (bm25 reads each matching
+// item's sizes and row: about 2 µs apiece). A query's terms are taken rarest first while
+// the items holding them stay within this; the common ones left out would add little to
+// the ranking (their inverse document frequency is low) and most of the cost.
+constexpr std::int64_t recall_rank_budget = 120;
+// When even the rarest term is held by more items than the budget, the newest of the
+// user's items holding it are ranked by importance instead; this many are looked at.
+constexpr std::int64_t recall_newest_window = 200;
+
+// A query term and how many indexed items (of every user) hold it.
+struct counted_term {
+  std::string text;
+  std::int64_t items = 0;
+};
+
+// The terms with their item counts, rarest first. A count stops at one past the budget
+// (a term over it is only ever a last resort), so counting costs at most that many
+// postings per term; fts5vocab would read every posting of a common term. Counted in
+// every column (a column filter makes FTS5 decode positions, 5x the cost): a term that is
+// also some user's id counts high, which only makes it less likely to be chosen.
+expected<std::vector<counted_term>> count_terms(connection& c,
+                                                const std::vector<std::string>& terms) {
+  std::vector<counted_term> out;
+  for (const auto& t : terms) {
+    auto items = c.query_int("SELECT count(*) FROM (SELECT rowid FROM memory_fts WHERE memory_fts "
+                             "MATCH ?1 LIMIT ?2)",
+                             fmt::format(R"("{}")", t), recall_rank_budget + 1);
+    if (!items) {
+      return tl::unexpected(items.error());
+    }
+    out.push_back({t, *items});
+  }
+  std::stable_sort(out.begin(), out.end(),
+                   [](const counted_term& a, const counted_term& b) { return a.items < b.items; });
+  return out;
+}
+
+// The user's visible active items matching the query's terms, best first: by bm25 over
+// the rarest terms within recall_rank_budget, or, when the rarest term alone is over it,
+// the newest items holding that term by importance.
+expected<std::vector<memory_item_record>> ranked_recall(connection& c, const recall_query& q,
+                                                        const std::vector<std::string>& terms,
+                                                        std::int64_t now, row_id agent,
+                                                        std::int64_t limit) {
+  auto counted = count_terms(c, terms);
+  if (!counted) {
+    return tl::unexpected(counted.error());
+  }
+  std::vector<std::string> chosen;
+  std::int64_t items = 0;
+  for (const auto& t : *counted) {
+    if (!chosen.empty() && items + t.items > recall_rank_budget) {
+      break;
+    }
+    chosen.push_back(t.text);
+    items += t.items;
+  }
+  if (items <= recall_rank_budget) {
+    static const auto sql =
+        fmt::format("SELECT {} FROM memory_fts JOIN memory_items m ON m.id = memory_fts.rowid "
+                    "WHERE memory_fts MATCH ?1 AND m.user_id = ?2 AND m.status = 'active' AND "
+                    "(m.expires_at IS NULL OR m.expires_at > ?3) AND {} "
+                    "ORDER BY bm25(memory_fts, 2.0, 1.0, 0.5, 0.0), m.importance DESC LIMIT ?5",
+                    item_columns, visible_clause("?4"));
+    return query_items(c, sql, match_expression(q.user_id, chosen), q.user_id, now, agent, limit);
+  }
+  // FTS5 walks rowids newest first and stops at the window; CROSS JOIN keeps SQLite from
+  // driving the join from the user's index instead (every active item of the user).
+  static const auto sql =
+      fmt::format("SELECT {} FROM (SELECT rowid AS id FROM memory_fts WHERE memory_fts MATCH ?1 "
+                  "ORDER BY rowid DESC LIMIT ?6) AS f CROSS JOIN memory_items m ON m.id = f.id "
+                  "WHERE m.user_id = ?2 AND m.status = 'active' AND "
+                  "(m.expires_at IS NULL OR m.expires_at > ?3) AND {} "
+                  "ORDER BY m.importance DESC, m.updated_at DESC LIMIT ?5",
+                  item_columns, visible_clause("?4"));
+  return query_items(c, sql, match_expression(q.user_id, chosen), q.user_id, now, agent, limit,
+                     recall_newest_window);
+}
+
+} // namespace
+
 expected<recalled_items> recall_memories(connection& c, const recall_query& q) {
   recalled_items out;
   const auto now = q.now != 0 ? q.now : now_millis();
@@ -729,14 +812,7 @@ expected<recalled_items> recall_memories(connection& c, const recall_query& q) {
   }
   if (!terms.empty() && max_items > 0) {
     if (*indexed) {
-      static const auto sql =
-          fmt::format("SELECT {} FROM memory_fts JOIN memory_items m ON m.id = memory_fts.rowid "
-                      "WHERE memory_fts MATCH ?1 AND m.user_id = ?2 AND m.status = 'active' AND "
-                      "(m.expires_at IS NULL OR m.expires_at > ?3) AND {} "
-                      "ORDER BY bm25(memory_fts, 2.0, 1.0, 0.5, 0.0), m.importance DESC LIMIT ?5",
-                      item_columns, visible_clause("?4"));
-      auto ranked = query_items(c, sql, match_expression(q.user_id, terms), q.user_id, now, agent,
-                                max_items * 2);
+      auto ranked = ranked_recall(c, q, terms, now, agent, max_items * 2);
       if (!ranked) {
         return tl::unexpected(ranked.error());
       }
@@ -778,8 +854,9 @@ expected<recalled_items> recall_memories(connection& c, const recall_query& q) {
   }
   if (q.max_pinned > 0) {
     static const auto sql = fmt::format(
-        "SELECT {} FROM memory_items m WHERE m.user_id = ?1 AND m.status = 'active' AND "
-        "m.pinned = 1 AND (m.expires_at IS NULL OR m.expires_at > ?2) AND {} "
+        "SELECT {} FROM memory_items m INDEXED BY memory_items_pinned WHERE m.user_id = ?1 AND "
+        "m.status = 'active' AND m.pinned = 1 AND (m.expires_at IS NULL OR m.expires_at > ?2) AND "
+        "{} "
         "ORDER BY m.importance DESC, m.updated_at DESC LIMIT ?4",
         item_columns, visible_clause("?3"));
     auto pinned = query_items(c, sql, q.user_id, now, agent,

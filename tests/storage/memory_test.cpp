@@ -1,4 +1,5 @@
 #include <catch2/catch.hpp>
+#include <fmt/format.h>
 
 #include "storage/storage_fixture.hpp"
 #include "troupe/runtime/crypto.hpp"
@@ -189,6 +190,40 @@ TEST_CASE("recall finds only the user's active unexpired items of this agent, pi
                            "editor choice: vim", "editor for this agent: helix"}));
   REQUIRE(got.pinned.size() == 1);
   CHECK(got.pinned[0].content == "vegetarian");
+}
+
+TEST_CASE("recall ranks by a query's rare words when a common one is in most items, and takes "
+          "the newest holders of a word every item has",
+          "[storage][memory]") {
+  fresh_db f;
+  const auto ann = f.add_user("ann");
+  const auto first =
+      apply(f.db, proposal(ann, "zebra", "common zebra stripes seen at dawn", true)).item.id;
+  std::vector<row_id> ids;
+  for (int i = 0; i < 300; ++i) {
+    ids.push_back(
+        apply(f.db, proposal(ann, fmt::format("k{}", i),
+                             fmt::format("common topic alpha{0} beta{0} gamma{0}", i), true))
+            .item.id);
+  }
+  recall_query q;
+  q.user_id = ann;
+  q.max_items = 6;
+  q.max_pinned = 0;
+
+  // "common" is in every item, over the ranking budget; "zebra" in one: ranked by it.
+  q.text = "common zebra";
+  auto got = must(recall_memories(f.db, q));
+  REQUIRE_FALSE(got.ranked.empty());
+  CHECK(got.ranked.front().id == first);
+
+  // Only the common word: the newest items holding it, never the oldest.
+  q.text = "common";
+  got = must(recall_memories(f.db, q));
+  REQUIRE(got.ranked.size() == 12);
+  for (const auto& m : got.ranked) {
+    CHECK(m.id > ids[99]);
+  }
 }
 
 TEST_CASE("a listing filters by status, kind and words, and another user's item is not found",
