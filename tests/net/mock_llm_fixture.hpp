@@ -14,6 +14,7 @@
 #include <boost/asio/io_context.hpp>
 #include <boost/asio/post.hpp>
 
+#include "support/run_until_done.hpp"
 #include "troupe/mock/mock_llm_server.hpp"
 
 namespace troupe::test {
@@ -56,31 +57,5 @@ private:
   std::thread thread_;
   std::uint16_t port_ = 0;
 };
-
-/// Runs `task` on `io` until it completes (other work, such as curl's timers, may stay
-/// pending) and returns its value; rethrows its exception.
-template <class T> T run_until_done(asio::io_context& io, asio::awaitable<T> task) {
-  std::optional<T> out;
-  std::exception_ptr failure;
-  bool done = false;
-  asio::co_spawn(io, std::move(task), [&](std::exception_ptr e, T value) {
-    failure = e;
-    if (!e) {
-      out.emplace(std::move(value));
-    }
-    done = true;
-  });
-  while (!done) {
-    // run_one stops the context when it runs out of work; start it again.
-    if (io.stopped()) {
-      io.restart();
-    }
-    io.run_one();
-  }
-  if (failure) {
-    std::rethrow_exception(failure);
-  }
-  return std::move(*out);
-}
 
 } // namespace troupe::test
