@@ -237,6 +237,9 @@ struct fake_telegram::state {
   mutable std::mutex mutex;
   mutable std::condition_variable sent_changed;
   std::int64_t next_update_id = 861000001;
+  /// message_id of the next inbound message (Telegram numbers them per chat; one counter
+  /// keeps them unique here, which is all a channel may rely on).
+  std::int64_t next_inbound_message_id = 10;
   /// Every update ever queued, by id.
   std::map<std::int64_t, std::string> updates;
   /// Unconfirmed update ids in order.
@@ -578,7 +581,7 @@ std::int64_t fake_telegram::push_message(const telegram_incoming& m) {
   std::int64_t message_id = 0;
   {
     const std::lock_guard lock(state_->mutex);
-    message_id = state_->next_update_id - 861000000 + 10;
+    message_id = state_->next_inbound_message_id++;
   }
   json_writer w;
   w.begin_object().key("message_id").value(message_id);

@@ -102,7 +102,7 @@ public:
   std::vector<telegram_sent> sent_to(std::int64_t chat_id) const;
   bool wait_for_sent(std::size_t n, std::chrono::milliseconds deadline) const;
 
-  /// getUpdates calls waiting for updates now.
+  /// getUpdates calls waiting for updates now (asks the io thread: call from a test thread).
   std::size_t waiting_polls() const;
   /// Updates confirmed by an offset so far (the highest update_id below the last offset).
   std::int64_t confirmed_through() const;
