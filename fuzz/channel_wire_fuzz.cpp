@@ -7,7 +7,8 @@
 // failure is a parse_error with a message; a decoded batch's next offset is above every
 // update id it holds; a Slack message that is not ignored has a channel and a ts; every
 // part of a split fits the limit, is not blank, and is valid UTF-8 when the text is; the
-// Telegram HTML of any text has balanced, properly nested tags; a command picks an index
+// Telegram HTML of any text has balanced, properly nested tags, and its Slack mrkdwn
+// brackets nothing but links; a command picks an index
 // only when it is /continue N.
 
 #include <cstddef>
@@ -80,6 +81,22 @@ bool balanced(std::string_view html) {
   return open.empty();
 }
 
+/// True when every `<` of Slack text starts a link `<scheme…|label>`: no mention or
+/// broadcast (`<!channel>`, `<@U1>`) can come from the answer's text.
+bool only_links_bracketed(std::string_view mrkdwn) {
+  for (auto i = mrkdwn.find('<'); i != std::string_view::npos; i = mrkdwn.find('<', i + 1)) {
+    const auto rest = mrkdwn.substr(i + 1);
+    const bool link = rest.starts_with("http://") || rest.starts_with("https://") ||
+                      rest.starts_with("tg://") || rest.starts_with("mailto:");
+    const auto end = rest.find('>');
+    if (!link || end == std::string_view::npos ||
+        rest.substr(0, end).find('|') == std::string_view::npos) {
+      return false;
+    }
+  }
+  return true;
+}
+
 template <class T> void check_failure(const troupe::expected<T>& result) {
   if (!result) {
     check(result.error().code == troupe::errc::parse_error);
@@ -131,6 +148,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
     check(!text_valid || valid_utf8(part));
   }
   check(balanced(channel::markdown_to_telegram_html(bytes)));
+  check(only_links_bracketed(channel::markdown_to_slack_mrkdwn(bytes)));
 
   const auto command = channel::parse_command(bytes, "troupe_bot");
   check(command.index == 0 || command.kind == channel::command_kind::continue_pick);

@@ -337,3 +337,17 @@ TEST_CASE("single_line joins lines and collapses white space", "[runtime][channe
   CHECK(single_line("  a\n\tb   c \r\n") == "a b c");
   CHECK(single_line(" \n ").empty());
 }
+
+TEST_CASE("markdown becomes Slack mrkdwn with &, < and > escaped", "[runtime][channel][slack]") {
+  CHECK(markdown_to_slack_mrkdwn("**bold**, *it*, ~~gone~~ and `a<b`") ==
+        "*bold*, _it_, ~gone~ and `a&lt;b`");
+  CHECK(markdown_to_slack_mrkdwn("# Plan\nsee [the docs](https://x.io/?a=1&b=2)") ==
+        "*Plan*\nsee <https://x.io/?a=1&amp;b=2|the docs>");
+  CHECK(markdown_to_slack_mrkdwn("```python\nif a < b:\n    pass\n```\ndone") ==
+        "```\nif a &lt; b:\n    pass\n```\ndone");
+  // Text that Slack would read as a mention or a broadcast stays text.
+  CHECK(markdown_to_slack_mrkdwn("ping <!channel> and <@U123> & co") ==
+        "ping &lt;!channel&gt; and &lt;@U123&gt; &amp; co");
+  CHECK(markdown_to_slack_mrkdwn("[a|b](https://x.io)") == "<https://x.io|a/b>");
+  CHECK(markdown_to_slack_mrkdwn("snake_case_name 2 * 3") == "snake_case_name 2 * 3");
+}

@@ -269,7 +269,7 @@ std::vector<std::string> split_message(std::string_view text, std::size_t limit)
 
 namespace {
 
-void append_escaped(std::string& out, std::string_view text, bool attribute = false) {
+void append_escaped(std::string& out, std::string_view text, bool attribute) {
   for (char c : text) {
     switch (c) {
       case '&':
@@ -290,6 +290,94 @@ void append_escaped(std::string& out, std::string_view text, bool attribute = fa
   }
 }
 
+/// How one platform writes the marks Markdown converts to.
+struct dialect {
+  std::string_view bold_open, bold_close;
+  std::string_view italic_open, italic_close;
+  std::string_view strike_open, strike_close;
+  std::string_view code_open, code_close;
+  /// Escapes text; `attribute` for a link's URL.
+  void (*escape)(std::string& out, std::string_view text, bool attribute);
+  /// Appends a link to `url` (unescaped) labelled `label` (already converted).
+  void (*link)(std::string& out, std::string_view url, std::string_view label);
+  /// Appends the start of a code block with `language` (may be empty), and its end.
+  void (*block_open)(std::string& out, std::string_view language);
+  void (*block_close)(std::string& out, std::string_view language);
+};
+
+void telegram_link(std::string& out, std::string_view url, std::string_view label) {
+  out += "<a href=\"";
+  append_escaped(out, url, true);
+  out += "\">";
+  out += label;
+  out += "</a>";
+}
+
+void telegram_block_open(std::string& out, std::string_view language) {
+  if (language.empty()) {
+    out += "<pre>";
+  } else {
+    out += "<pre><code class=\"language-";
+    out += language;
+    out += "\">";
+  }
+}
+
+void telegram_block_close(std::string& out, std::string_view language) {
+  out += language.empty() ? "</pre>" : "</code></pre>";
+}
+
+constexpr dialect telegram_html{"<b>",
+                                "</b>",
+                                "<i>",
+                                "</i>",
+                                "<s>",
+                                "</s>",
+                                "<code>",
+                                "</code>",
+                                append_escaped,
+                                telegram_link,
+                                telegram_block_open,
+                                telegram_block_close};
+
+/// Slack's text escaping: &, < and > (Slack reads `<…>` as a mention or link), as
+/// Telegram's outside attributes.
+void slack_escape(std::string& out, std::string_view text, bool) {
+  append_escaped(out, text, false);
+}
+
+void slack_link(std::string& out, std::string_view url, std::string_view label) {
+  out += '<';
+  slack_escape(out, url, true);
+  out += '|';
+  // A '|' in the label would end it early.
+  for (char c : label) {
+    out += c == '|' ? '/' : c;
+  }
+  out += '>';
+}
+
+void slack_block_open(std::string& out, std::string_view) {
+  out += "```\n";
+}
+
+void slack_block_close(std::string& out, std::string_view) {
+  out += "\n```";
+}
+
+constexpr dialect slack_mrkdwn{"*",
+                               "*",
+                               "_",
+                               "_",
+                               "~",
+                               "~",
+                               "`",
+                               "`",
+                               slack_escape,
+                               slack_link,
+                               slack_block_open,
+                               slack_block_close};
+
 bool is_word_char(char c) noexcept {
   const auto u = static_cast<unsigned char>(c);
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || u >= 0x80;
@@ -303,7 +391,7 @@ bool is_ascii_punctuation(char c) noexcept {
 bool allowed_link(std::string_view url) noexcept {
   constexpr std::array schemes{std::string_view{"http://"}, std::string_view{"https://"},
                                std::string_view{"tg://"}, std::string_view{"mailto:"}};
-  if (url.find_first_of(" \t\r\n<>\"") != std::string_view::npos) {
+  if (url.find_first_of(" \t\r\n<>\"|") != std::string_view::npos) {
     return false;
   }
   return std::any_of(schemes.begin(), schemes.end(), [&](std::string_view scheme) {
@@ -317,8 +405,8 @@ constexpr int max_inline_depth = 8;
 /// The inline converter of one line: emphasis, code spans, links.
 class inline_converter {
 public:
-  inline_converter(std::string& out, int depth, bool links)
-      : out_(out), depth_(depth), links_(links) {}
+  inline_converter(std::string& out, const dialect& d, int depth, bool links)
+      : out_(out), d_(d), depth_(depth), links_(links) {}
 
   void convert(std::string_view s) {
     text_ = s;
@@ -326,7 +414,7 @@ public:
     while (i < s.size()) {
       const char c = s[i];
       if (c == '\\' && i + 1 < s.size() && is_ascii_punctuation(s[i + 1])) {
-        append_escaped(out_, s.substr(i + 1, 1));
+        d_.escape(out_, s.substr(i + 1, 1), false);
         i += 2;
       } else if (c == '`') {
         i = code_span(i);
@@ -336,7 +424,7 @@ public:
         i = emphasis(i);
       } else {
         const auto next = std::min(s.size(), s.find_first_of("\\`[*_~", i + 1));
-        append_escaped(out_, s.substr(i, next - i));
+        d_.escape(out_, s.substr(i, next - i), false);
         i = next;
       }
     }
@@ -360,14 +448,14 @@ private:
         if (code.size() >= 2 && code.front() == ' ' && code.back() == ' ' && !is_blank(code)) {
           code = code.substr(1, code.size() - 2);
         }
-        out_ += "<code>";
-        append_escaped(out_, code);
-        out_ += "</code>";
+        out_ += d_.code_open;
+        d_.escape(out_, code, false);
+        out_ += d_.code_close;
         return j + run;
       }
       j = text_.find('`', j + closing);
     }
-    append_escaped(out_, text_.substr(i, run));
+    d_.escape(out_, text_.substr(i, run), false);
     return i + run;
   }
 
@@ -379,11 +467,10 @@ private:
       if (end != std::string_view::npos) {
         const auto url = text_.substr(close + 2, end - close - 2);
         if (allowed_link(url)) {
-          out_ += "<a href=\"";
-          append_escaped(out_, url, true);
-          out_ += "\">";
-          inline_converter(out_, depth_ + 1, false).convert(text_.substr(i + 1, close - i - 1));
-          out_ += "</a>";
+          std::string label;
+          inline_converter(label, d_, depth_ + 1, false)
+              .convert(text_.substr(i + 1, close - i - 1));
+          d_.link(out_, url, label);
           return end + 1;
         }
       }
@@ -414,10 +501,15 @@ private:
   std::size_t emphasis(std::size_t i) {
     const char c = text_[i];
     const auto run = run_at(i, c);
-    const std::string_view tag = run >= 2 ? (c == '~' ? "s" : "b") : (c == '~' ? "" : "i");
+    // `**`/`__` bold, `*`/`_` italic, `~~` struck; a single `~` is text.
+    const bool strike = c == '~';
+    const bool bold = run >= 2 && !strike;
+    const auto open = strike ? d_.strike_open : bold ? d_.bold_open : d_.italic_open;
+    const auto closing = strike ? d_.strike_close : bold ? d_.bold_close : d_.italic_close;
     const auto width = run >= 2 ? std::size_t{2} : std::size_t{1};
     const auto inner = i + width;
-    const bool opens = !tag.empty() && inner < text_.size() && !is_blank_char(text_[inner]) &&
+    const bool opens = (!strike || run >= 2) && inner < text_.size() &&
+                       !is_blank_char(text_[inner]) &&
                        (c != '_' || i == 0 || !is_word_char(text_[i - 1]));
     if (opens) {
       const auto delim = text_.substr(i, width);
@@ -426,23 +518,20 @@ private:
         // An earlier search found no closer from a smaller position: none from here.
       } else if (const auto close = find_closer(inner + 1, delim);
                  close != std::string_view::npos) {
-        out_ += '<';
-        out_ += tag;
-        out_ += '>';
-        inline_converter(out_, depth_ + 1, links_).convert(text_.substr(inner, close - inner));
-        out_ += "</";
-        out_ += tag;
-        out_ += '>';
+        out_ += open;
+        inline_converter(out_, d_, depth_ + 1, links_).convert(text_.substr(inner, close - inner));
+        out_ += closing;
         return close + width;
       } else {
         no_closer_from_[slot] = inner + 1;
       }
     }
-    append_escaped(out_, text_.substr(i, run));
+    d_.escape(out_, text_.substr(i, run), false);
     return i + run;
   }
 
   std::string& out_;
+  const dialect& d_;
   int depth_;
   bool links_;
   std::string_view text_;
@@ -506,15 +595,18 @@ std::string single_line(std::string_view text) {
 std::string escape_telegram_html(std::string_view text) {
   std::string out;
   out.reserve(text.size());
-  append_escaped(out, text);
+  append_escaped(out, text, false);
   return out;
 }
 
-std::string markdown_to_telegram_html(std::string_view markdown) {
+namespace {
+
+/// Markdown in `d`'s marks, line by line (see markdown_to_telegram_html).
+std::string convert_markdown(std::string_view markdown, const dialect& d) {
   std::string out;
   out.reserve(markdown.size() + markdown.size() / 8);
   std::optional<fence_marker> fence;
-  std::string_view fence_end;
+  std::string language;
   bool first_code_line = true;
   std::size_t start = 0;
   bool first_line = true;
@@ -527,13 +619,13 @@ std::string markdown_to_telegram_html(std::string_view markdown) {
     }
     if (fence) {
       if (closes(line, *fence)) {
-        out += fence_end;
+        d.block_close(out, language);
         fence.reset();
       } else {
         if (!first_code_line) {
           out += '\n';
         }
-        append_escaped(out, line);
+        d.escape(out, line, false);
         first_code_line = false;
       }
     } else {
@@ -541,18 +633,16 @@ std::string markdown_to_telegram_html(std::string_view markdown) {
         out += '\n';
       }
       if (auto f = fence_of(line)) {
-        const auto language = fence_language(line, *f);
-        out += language.empty() ? std::string("<pre>")
-                                : "<pre><code class=\"language-" + language + "\">";
-        fence_end = language.empty() ? "</pre>" : "</code></pre>";
+        language = fence_language(line, *f);
+        d.block_open(out, language);
         fence = f;
         first_code_line = true;
       } else if (auto heading = heading_text(line)) {
-        out += "<b>";
-        inline_converter(out, 1, true).convert(*heading);
-        out += "</b>";
+        out += d.bold_open;
+        inline_converter(out, d, 1, true).convert(*heading);
+        out += d.bold_close;
       } else {
-        inline_converter(out, 0, true).convert(line);
+        inline_converter(out, d, 0, true).convert(line);
       }
     }
     first_line = false;
@@ -563,9 +653,19 @@ std::string markdown_to_telegram_html(std::string_view markdown) {
   }
   if (fence) {
     // An unclosed fence runs to the end of the text.
-    out += fence_end;
+    d.block_close(out, language);
   }
   return out;
+}
+
+} // namespace
+
+std::string markdown_to_telegram_html(std::string_view markdown) {
+  return convert_markdown(markdown, telegram_html);
+}
+
+std::string markdown_to_slack_mrkdwn(std::string_view markdown) {
+  return convert_markdown(markdown, slack_mrkdwn);
 }
 
 } // namespace troupe::channel

@@ -2,7 +2,10 @@
 
 /// \file
 /// Reply text for messaging platforms (issue 17): splitting a long answer into parts a
-/// platform accepts, and Markdown as Telegram's HTML. Pure functions, no I/O.
+/// platform accepts, and Markdown as Telegram's HTML or Slack's mrkdwn. Pure functions, no
+/// I/O. Split the Markdown first, then convert each part: conversion never lengthens what
+/// Telegram counts (markup goes, an entity counts as one character), and the part as
+/// written is the plain-text fallback when Telegram cannot parse the HTML.
 
 #include <cstddef>
 #include <string>
@@ -41,6 +44,13 @@ std::vector<std::string> split_message(std::string_view text, std::size_t limit)
 /// literal, so the output's tags are always balanced and properly nested; an unclosed
 /// fence runs to the end of the text. Works line by line: emphasis does not span lines.
 std::string markdown_to_telegram_html(std::string_view markdown);
+
+/// Markdown as Slack's mrkdwn: **bold** and __bold__ → *bold*, *italic* and _italic_ →
+/// _italic_, ~~struck~~ → ~struck~, `code` stays, fenced code → a ``` block (without its
+/// info string), [text](url) → <url|text> for http, https, tg and mailto URLs, a heading
+/// line → *bold*. &, < and > are escaped everywhere, so that no text of the answer reads as
+/// a mention (<!channel>, <@U123>) or a link. The same rules as markdown_to_telegram_html.
+std::string markdown_to_slack_mrkdwn(std::string_view markdown);
 
 /// `text` on one line: every run of white space (line breaks included) becomes one space,
 /// and none is left at either end. For titles and summary lines.
