@@ -59,6 +59,8 @@ TEST_CASE("a getUpdates answer decodes into its text messages", "[net][telegram]
   CHECK(topic.topic == 5490);
   CHECK(topic.from_name == "grace");
   CHECK(thread_key(topic) == "-1001234567890123:5490");
+  CHECK(message_key(dm) == "4211:17");
+  CHECK(message_key(topic) == "-1001234567890123:5501");
 }
 
 TEST_CASE("an empty getUpdates answer has no offset", "[net][telegram]") {

@@ -130,6 +130,10 @@ std::string thread_key(std::int64_t chat_id, std::optional<std::int64_t> topic) 
   return key;
 }
 
+std::string message_key(const inbound_message& m) {
+  return std::to_string(m.chat_id) + ':' + std::to_string(m.message_id);
+}
+
 std::string method_url(std::string_view api_base, std::string_view token, std::string_view method) {
   return join_url(api_base, "bot" + std::string(token) + "/" + std::string(method));
 }

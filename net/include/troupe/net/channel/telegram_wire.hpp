@@ -72,6 +72,11 @@ inline std::string thread_key(const inbound_message& m) {
   return thread_key(m.chat_id, m.topic);
 }
 
+/// "<chat_id>:<message_id>": one user message, whatever update carries it (Telegram's
+/// update ids start again at random after a week without updates, so the update_id alone
+/// does not identify a redelivered message).
+std::string message_key(const inbound_message& m);
+
 /// `{api_base}/bot{token}/{method}`; a trailing slash of `api_base` is not doubled.
 std::string method_url(std::string_view api_base, std::string_view token, std::string_view method);
 
