@@ -214,6 +214,17 @@ provider_error error_from_fields(unsigned status, const error_fields& e) {
   return out;
 }
 
+// The error a whole answer carried instead of a completion. One that names neither a
+// message nor a type is still an error, and says so (found by fuzz/anthropic_stream:
+// `{"type":"error"}` with no error object made an error without a message).
+provider_error answer_error(const error_fields& fields) {
+  auto e = error_from_fields(0, fields);
+  if (e.message.empty()) {
+    e.message = "the provider answered with an error it did not describe";
+  }
+  return e;
+}
+
 } // namespace
 
 // --- provider types -----------------------------------------------------------------------
@@ -918,7 +929,7 @@ decode_result decode_openai_completion(std::string_view body, std::vector<stream
   if (auto err = member(root, oa::error)) {
     error_fields fields;
     read_error_object(*err, fields);
-    return tl::unexpected(error_from_fields(0, fields));
+    return tl::unexpected(answer_error(fields));
   }
   dom::array choices;
   if (auto v = member(root, oa::choices); !v || v->get_array().get(choices)) {
@@ -1240,7 +1251,7 @@ decode_result decode_anthropic_message(std::string_view body, std::vector<stream
     if (auto err = member(root, an::error)) {
       read_error_object(*err, fields);
     }
-    return tl::unexpected(error_from_fields(0, fields));
+    return tl::unexpected(answer_error(fields));
   }
   dom::array content;
   if (auto v = member(root, an::content); !v || v->get_array().get(content)) {

@@ -15,6 +15,7 @@
 #include <caf/all.hpp>
 #include <catch2/catch.hpp>
 
+#include "support/heap_in_use.hpp"
 #include "support/wait_until.hpp"
 #include "troupe/actors/shard_scheduler.hpp"
 
@@ -234,6 +235,38 @@ TEST_CASE("a pending request timeout does not keep an actor alive", "[actors][sh
   // (CAF's own clock holds the actor strongly until the timeout fires, an hour later).
   CHECK(wait_until([&] { return destroyed->load(); }, 10s));
   caf::anon_send_exit(hole, caf::exit_reason::user_shutdown);
+}
+
+namespace {
+
+// Sets itself an hour-long deadline, as a run does, then ends at once.
+caf::behavior short_lived(homed_actor<probe_state>* self) {
+  self->delayed_send(self, std::chrono::hours(1), tick_atom::value);
+  self->send(self, silent_atom::value);
+  return {
+      [self](silent_atom) { self->quit(); },
+      [](tick_atom) {},
+  };
+}
+
+} // namespace
+
+TEST_CASE("an actor that ends takes the delayed messages it sent itself with it",
+          "[actors][shards]") {
+  sharded_system s(2);
+  const auto spawn_some = [&](int n) {
+    for (int i = 0; i < n; ++i) {
+      spawn_on(s.system, static_cast<std::size_t>(i % 2), short_lived);
+    }
+    // Every one has ended (CAF's count of running actors is back to this test's own).
+    return wait_until([&] { return s.system.registry().running() <= 1; }, 20s);
+  };
+  REQUIRE(spawn_some(500));
+  const auto before = troupe::test::heap_in_use();
+  REQUIRE(spawn_some(5000));
+  // Before: each ended actor stayed in memory, held by its hour-long deadline message
+  // (over 5 MB for these); now the message leaves with the actor's timeouts.
+  CHECK(wait_until([&] { return troupe::test::heap_in_use() < before + 1'000'000; }, 10s));
 }
 
 TEST_CASE("asio work posted to a shard runs on the thread of that shard's actors",

@@ -380,3 +380,23 @@ TEST_CASE("a payload that is JSON but not an object says so", "[net][provider]")
   REQUIRE_FALSE(r);
   CHECK_THAT(r.error().message, Catch::StartsWith("a stream chunk is not a JSON object: "));
 }
+
+TEST_CASE("a whole answer that is an error naming nothing is still an error with a message",
+          "[net][provider]") {
+  // Found by fuzz/anthropic_stream (fuzz/corpus/anthropic_stream/
+  // error_event_without_error_object): the error had an empty message.
+  std::vector<stream_event> events;
+  auto anthropic = decode_anthropic_message(R"({"type":"error","%rror":{"type":"errortool_use"}})"
+                                            "\n\n",
+                                            events);
+  REQUIRE_FALSE(anthropic);
+  CHECK(anthropic.error().message == "the provider answered with an error it did not describe");
+  auto openai = decode_openai_completion(R"({"error":{}})", events);
+  REQUIRE_FALSE(openai);
+  CHECK(openai.error().message == "the provider answered with an error it did not describe");
+  // One that says what it is keeps its own words.
+  auto described =
+      decode_openai_completion(R"({"error":{"message":"model is warming up"}})", events);
+  REQUIRE_FALSE(described);
+  CHECK(described.error().message == "model is warming up");
+}
