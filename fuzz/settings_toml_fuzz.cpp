@@ -22,11 +22,14 @@ void check(bool condition) {
   }
 }
 
-// to_toml notes a configured api_key without printing it; the reloaded settings have none.
+// to_toml notes a configured api_key (or channel token) without printing it; the
+// reloaded settings have none.
 std::string without_secret_notes(std::string text) {
-  constexpr std::string_view note = "# api_key is set (not printed)\n";
-  for (auto at = text.find(note); at != std::string::npos; at = text.find(note, at)) {
-    text.erase(at, note.size());
+  for (const std::string_view note :
+       {"# api_key is set (not printed)\n", "# token is set (not printed)\n"}) {
+    for (auto at = text.find(note); at != std::string::npos; at = text.find(note, at)) {
+      text.erase(at, note.size());
+    }
   }
   return text;
 }

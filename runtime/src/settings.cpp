@@ -581,6 +581,43 @@ template <class... Results> expected<void> first_failure(const Results&... resul
   return out;
 }
 
+// One `[[channels]]` entry (channel_config.hpp); checked as a whole in apply_toml.
+expected<void> read_channel(settings& target, entry_reader& r, std::string_view source_name) {
+  channel_settings ch;
+  std::string type = std::string(to_string(ch.type));
+  std::string scope = std::string(to_string(ch.scope));
+  std::string policy = std::string(to_string(ch.queue));
+  auto ok = first_failure(r.text("name", ch.name), r.text("type", type), r.text("agent", ch.agent),
+                          r.text("mode", ch.mode), r.text("token_env", ch.token_env),
+                          r.text("token", ch.token), r.text("bot_token_env", ch.bot_token_env),
+                          r.text("signing_secret_env", ch.signing_secret_env),
+                          r.text("api_base", ch.api_base), r.text("session_scope", scope),
+                          r.text("queue_policy", policy), r.text("callback_url", ch.callback_url),
+                          r.boolean("stream_edits", ch.stream_edits));
+  if (ok) {
+    ok = r.no_unknown_keys();
+  }
+  if (!ok) {
+    return ok;
+  }
+  auto parsed_type = parse_channel_type(type);
+  auto parsed_scope = parse_session_scope(scope);
+  auto parsed_policy = parse_queue_policy(policy);
+  const error* wrong = !parsed_type     ? &parsed_type.error()
+                       : !parsed_scope  ? &parsed_scope.error()
+                       : !parsed_policy ? &parsed_policy.error()
+                                        : nullptr;
+  if (wrong != nullptr) {
+    return fail(errc::invalid_argument,
+                fmt::format("{}: channel '{}': {}", source_name, ch.name, wrong->message));
+  }
+  ch.type = *parsed_type;
+  ch.scope = *parsed_scope;
+  ch.queue = *parsed_policy;
+  target.channels.push_back(std::move(ch));
+  return {};
+}
+
 expected<void> apply_entries(settings& target, std::string_view key, const toml::array& array,
                              std::string_view source_name) {
   for (std::size_t i = 0; i < array.size(); ++i) {
@@ -608,6 +645,10 @@ expected<void> apply_entries(settings& target, std::string_view key, const toml:
       }
       p.context_window = static_cast<std::uint32_t>(context_window);
       target.providers.push_back(std::move(p));
+    } else if (key == "channels") {
+      if (auto ok = read_channel(target, r, source_name); !ok) {
+        return ok;
+      }
     } else {
       agent_settings a;
       std::int64_t max_rounds = a.max_rounds;
@@ -684,7 +725,7 @@ expected<void> apply_table(settings& target, const toml::table& table, const std
   for (const auto& [raw_key, node] : table) {
     const std::string key =
         prefix.empty() ? std::string(raw_key.str()) : prefix + "." + std::string(raw_key.str());
-    if (prefix.empty() && (key == "providers" || key == "agents")) {
+    if (prefix.empty() && (key == "providers" || key == "agents" || key == "channels")) {
       const auto* array = node.as_array();
       if (array == nullptr) {
         return fail(errc::invalid_argument, fmt::format("{}: '{}' must be written as [[{}]] tables",
@@ -819,6 +860,9 @@ expected<settings> apply_toml(settings base, std::string_view toml_text,
                   fmt::format("{}: {}", source_name, allowed.error().message));
     }
   }
+  if (auto valid = validate_channels(base.channels, policy); !valid) {
+    return fail(errc::invalid_argument, fmt::format("{}: {}", source_name, valid.error().message));
+  }
   return base;
 }
 
@@ -914,6 +958,29 @@ std::string to_toml(const settings& s) {
                          "memory_max_chars = {}\n",
                          a.memory, a.memory_autoapprove, a.memory_max_items, a.memory_max_chars);
     }
+  }
+  for (const auto& ch : s.channels) {
+    out += fmt::format("\n[[channels]]\nname = {}\ntype = {}\nagent = {}\n", toml_string(ch.name),
+                       toml_string(to_string(ch.type)), toml_string(ch.agent));
+    if (ch.type == channel_type::telegram) {
+      out += fmt::format("mode = {}\n", toml_string(ch.mode));
+    }
+    for (const auto& [key, value] :
+         {std::pair<std::string_view, const std::string&>{"token_env", ch.token_env},
+          {"bot_token_env", ch.bot_token_env},
+          {"signing_secret_env", ch.signing_secret_env},
+          {"api_base", ch.api_base},
+          {"callback_url", ch.callback_url}}) {
+      if (!value.empty()) {
+        out += fmt::format("{} = {}\n", key, toml_string(value));
+      }
+    }
+    if (!ch.token.empty()) {
+      out += "# token is set (not printed)\n";
+    }
+    out += fmt::format("session_scope = {}\nqueue_policy = {}\nstream_edits = {}\n",
+                       toml_string(to_string(ch.scope)), toml_string(to_string(ch.queue)),
+                       ch.stream_edits);
   }
   return out;
 }

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "troupe/runtime/agent_config.hpp"
+#include "troupe/runtime/channel_config.hpp"
 #include "troupe/runtime/error.hpp"
 #include "troupe/runtime/log.hpp"
 
@@ -188,6 +189,8 @@ struct settings {
   std::vector<provider_settings> providers;
   /// `[[agents]]` entries of the config file.
   std::vector<agent_settings> agents;
+  /// `[[channels]]` entries of the config file (channel_config.hpp).
+  std::vector<channel_settings> channels;
 };
 
 /// One configurable key: its dotted name (`server.request_timeout_ms`), environment name

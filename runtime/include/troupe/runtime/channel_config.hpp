@@ -1,0 +1,106 @@
+#pragma once
+
+/// \file
+/// Messaging channels as written in the config file (`[[channels]]`) or sent to
+/// `POST /api/v1/channels`, each bound to an agent. These keys are a contract:
+///
+///     [[channels]]
+///     name = "support-tg"              # unique; appears in routes and identities
+///     type = "telegram"                # telegram | slack | webhook
+///     agent = "assistant"
+///     mode = "poll"                    # telegram only: poll (getUpdates) | webhook
+///     token_env = "TROUPE_KEY_TG"      # or token = "…"; Slack: bot_token_env +
+///                                      # signing_secret_env
+///     api_base = "https://api.telegram.org"  # Slack: "https://slack.com/api"
+///     session_scope = "thread"         # thread | sender | thread_sender
+///     queue_policy = "followup"        # as for agents
+///     stream_edits = false             # post a first part early and edit it
+///
+///     [[channels]]                     # the generic JSON webhook
+///     name = "hooks"
+///     type = "webhook"
+///     agent = "assistant"
+///     token_env = "TROUPE_KEY_HOOK"    # X-Webhook-Token of inbound requests, and the
+///                                      # HMAC-SHA256 key of X-Troupe-Signature outbound
+///     callback_url = "https://example.org/troupe-replies"
+///
+/// Secrets (`token`, the values behind `*_env`) are write-only: never logged, printed or
+/// returned by the API.
+
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "troupe/runtime/agent_config.hpp"
+#include "troupe/runtime/error.hpp"
+
+namespace troupe {
+
+/// Which platform a channel speaks.
+enum class channel_type { telegram, slack, webhook };
+
+std::string_view to_string(channel_type t) noexcept;
+expected<channel_type> parse_channel_type(std::string_view name);
+
+/// What one conversation of a channel gathers: one per platform thread, one per sender
+/// (across threads), or one per sender within each thread.
+enum class session_scope { thread, sender, thread_sender };
+
+std::string_view to_string(session_scope s) noexcept;
+expected<session_scope> parse_session_scope(std::string_view name);
+
+/// The thread key of a message under `scope`: the platform thread, the sender, or both
+/// (an empty thread falls back to the sender, an empty sender to "default").
+std::string channel_thread_key(session_scope scope, std::string_view thread,
+                               std::string_view sender);
+
+/// The identity that owns a channel sender's conversations, archives and memory:
+/// `channel:<channel>:<sender>`.
+std::string channel_identity(std::string_view channel, std::string_view sender);
+
+/// One channel.
+struct channel_settings {
+  std::string name;
+  channel_type type = channel_type::webhook;
+  /// The agent's name (or uuid) answering on the channel.
+  std::string agent;
+  /// Telegram only: "poll" (getUpdates) or "webhook" (setWebhook).
+  std::string mode = "poll";
+  /// The variable holding the token (Telegram's bot token, the webhook's shared token).
+  std::string token_env;
+  /// The token itself (prefer token_env).
+  std::string token;
+  /// Slack: the variable holding the bot token (xoxb-…).
+  std::string bot_token_env;
+  /// Slack: the variable holding the signing secret.
+  std::string signing_secret_env;
+  /// The platform's API base URL; empty: the type's public default.
+  std::string api_base;
+  session_scope scope = session_scope::thread;
+  queue_policy queue = queue_policy::followup;
+  /// The generic webhook: where replies are POSTed.
+  std::string callback_url;
+  /// Post a first part of the answer early and edit it as tokens arrive.
+  bool stream_edits = false;
+  /// Turned off over the API: inbound requests are refused (404), nothing is sent.
+  bool enabled = true;
+
+  /// `api_base`, else the type's public default (empty for the generic webhook).
+  std::string effective_api_base() const;
+  /// The value of `token`, else of the variable `token_env` names when `policy` allows it.
+  std::string resolve_token(const std::map<std::string, std::string>& environment,
+                            const key_env_policy& policy) const;
+};
+
+/// Checks one channel on its own: a name of letters, digits, '-' and '_' (1 to 64), an
+/// agent, `mode` only for Telegram, what the type needs (Slack: bot_token_env and
+/// signing_secret_env; webhook: an http(s) callback_url), and every `*_env` allowed by
+/// `policy`. Errors start with the channel. A missing token is not checked here (as a
+/// provider's key, it is looked for when the channel is used: 503 naming it).
+expected<void> validate_channel(const channel_settings& channel, const key_env_policy& policy);
+
+/// `validate_channel` for each, and unique names.
+expected<void> validate_channels(const std::vector<channel_settings>& channels,
+                                 const key_env_policy& policy);
+
+} // namespace troupe

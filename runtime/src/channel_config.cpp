@@ -1,0 +1,180 @@
+#include "troupe/runtime/channel_config.hpp"
+
+#include <algorithm>
+#include <cctype>
+#include <set>
+#include <utility>
+
+#include <fmt/format.h>
+
+namespace troupe {
+
+namespace {
+
+constexpr std::size_t max_channel_name = 64;
+
+bool valid_name_char(char c) {
+  return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '-' || c == '_';
+}
+
+} // namespace
+
+std::string_view to_string(channel_type t) noexcept {
+  switch (t) {
+    case channel_type::telegram:
+      return "telegram";
+    case channel_type::slack:
+      return "slack";
+    case channel_type::webhook:
+      return "webhook";
+  }
+  return "webhook";
+}
+
+expected<channel_type> parse_channel_type(std::string_view name) {
+  for (auto t : {channel_type::telegram, channel_type::slack, channel_type::webhook}) {
+    if (to_string(t) == name) {
+      return t;
+    }
+  }
+  return fail(errc::invalid_argument,
+              fmt::format("'{}' is not a channel type (telegram, slack, webhook)", name));
+}
+
+std::string_view to_string(session_scope s) noexcept {
+  switch (s) {
+    case session_scope::thread:
+      return "thread";
+    case session_scope::sender:
+      return "sender";
+    case session_scope::thread_sender:
+      return "thread_sender";
+  }
+  return "thread";
+}
+
+expected<session_scope> parse_session_scope(std::string_view name) {
+  for (auto s : {session_scope::thread, session_scope::sender, session_scope::thread_sender}) {
+    if (to_string(s) == name) {
+      return s;
+    }
+  }
+  return fail(errc::invalid_argument,
+              fmt::format("'{}' is not a session scope (thread, sender, thread_sender)", name));
+}
+
+std::string channel_thread_key(session_scope scope, std::string_view thread,
+                               std::string_view sender) {
+  const std::string who = sender.empty() ? "default" : std::string(sender);
+  switch (scope) {
+    case session_scope::thread:
+      return thread.empty() ? who : std::string(thread);
+    case session_scope::sender:
+      return who;
+    case session_scope::thread_sender:
+      return thread.empty() ? who : fmt::format("{}|{}", thread, who);
+  }
+  return who;
+}
+
+std::string channel_identity(std::string_view channel, std::string_view sender) {
+  return fmt::format("channel:{}:{}", channel, sender.empty() ? "default" : sender);
+}
+
+std::string channel_settings::effective_api_base() const {
+  if (!api_base.empty()) {
+    return api_base;
+  }
+  switch (type) {
+    case channel_type::telegram:
+      return "https://api.telegram.org";
+    case channel_type::slack:
+      return "https://slack.com/api";
+    case channel_type::webhook:
+      return {};
+  }
+  return {};
+}
+
+std::string channel_settings::resolve_token(const std::map<std::string, std::string>& environment,
+                                            const key_env_policy& policy) const {
+  if (!token.empty()) {
+    return token;
+  }
+  if (!token_env.empty() && policy.allows(token_env)) {
+    if (const auto it = environment.find(token_env); it != environment.end()) {
+      return it->second;
+    }
+  }
+  return {};
+}
+
+expected<void> validate_channel(const channel_settings& ch, const key_env_policy& policy) {
+  const auto bad = [&](std::string_view why) {
+    return fail(errc::invalid_argument, fmt::format("channel '{}': {}", ch.name, why));
+  };
+  if (ch.name.empty() || ch.name.size() > max_channel_name ||
+      !std::all_of(ch.name.begin(), ch.name.end(), valid_name_char)) {
+    return bad("name must be 1 to 64 letters, digits, '-' or '_'");
+  }
+  if (ch.agent.empty()) {
+    return bad("agent is required");
+  }
+  if (ch.type == channel_type::telegram) {
+    if (ch.mode != "poll" && ch.mode != "webhook") {
+      return bad(fmt::format("mode '{}' is not poll or webhook", ch.mode));
+    }
+  } else if (ch.mode != "poll") {
+    // "poll" is the default; any other value names a Telegram-only choice.
+    return bad("mode is for telegram channels only");
+  }
+  for (const auto& [field, name] :
+       {std::pair<std::string_view, const std::string&>{"token_env", ch.token_env},
+        {"bot_token_env", ch.bot_token_env},
+        {"signing_secret_env", ch.signing_secret_env}}) {
+    if (auto ok = policy.check(fmt::format("channel '{}': {}", ch.name, field), name); !ok) {
+      return ok;
+    }
+  }
+  switch (ch.type) {
+    case channel_type::telegram:
+      // A token (inline or its variable's value) is looked for when the channel starts:
+      // like a provider's key, its absence is not a config error.
+      break;
+    case channel_type::slack:
+      if (ch.bot_token_env.empty() || ch.signing_secret_env.empty()) {
+        return bad("a slack channel needs bot_token_env and signing_secret_env");
+      }
+      break;
+    case channel_type::webhook:
+      if (!ch.callback_url.starts_with("http://") && !ch.callback_url.starts_with("https://")) {
+        return bad("a webhook channel needs an http(s) callback_url");
+      }
+      break;
+  }
+  if (!ch.callback_url.empty() && ch.type != channel_type::webhook) {
+    return bad("callback_url is for webhook channels only");
+  }
+  if (!ch.api_base.empty() && !ch.api_base.starts_with("http://") &&
+      !ch.api_base.starts_with("https://")) {
+    return bad("api_base must be an http(s) URL");
+  }
+  return {};
+}
+
+expected<void> validate_channels(const std::vector<channel_settings>& channels,
+                                 const key_env_policy& policy) {
+  std::set<std::string> names;
+  for (const auto& ch : channels) {
+    if (auto ok = validate_channel(ch, policy); !ok) {
+      return ok;
+    }
+    if (!names.insert(ch.name).second) {
+      return fail(errc::invalid_argument,
+                  fmt::format("channel '{}' is declared twice (names are unique)", ch.name));
+    }
+  }
+  return {};
+}
+
+} // namespace troupe

@@ -1,0 +1,173 @@
+#include <catch2/catch.hpp>
+
+#include "troupe/runtime/settings.hpp"
+
+using namespace troupe;
+
+namespace {
+
+expected<settings> load(std::string_view toml) {
+  return apply_toml(settings{}, toml, "test.toml");
+}
+
+std::string error_of(std::string_view toml) {
+  auto s = load(toml);
+  REQUIRE_FALSE(s);
+  return s.error().message;
+}
+
+} // namespace
+
+TEST_CASE("[[channels]] entries read every key the issue names", "[runtime][settings][channels]") {
+  auto s = load(R"(
+[[channels]]
+name = "support-tg"
+type = "telegram"
+agent = "assistant"
+mode = "webhook"
+token_env = "TROUPE_KEY_TG"
+api_base = "http://127.0.0.1:9999"
+session_scope = "thread_sender"
+queue_policy = "collect"
+stream_edits = true
+
+[[channels]]
+name = "team"
+type = "slack"
+agent = "assistant"
+bot_token_env = "TROUPE_KEY_SLACK_BOT"
+signing_secret_env = "TROUPE_KEY_SLACK_SIGNING"
+
+[[channels]]
+name = "hooks"
+type = "webhook"
+agent = "assistant"
+token = "s3cret"
+callback_url = "http://127.0.0.1:1/replies"
+)");
+  REQUIRE(s);
+  REQUIRE(s->channels.size() == 3);
+  const auto& tg = s->channels[0];
+  CHECK(tg.name == "support-tg");
+  CHECK(tg.type == channel_type::telegram);
+  CHECK(tg.mode == "webhook");
+  CHECK(tg.token_env == "TROUPE_KEY_TG");
+  CHECK(tg.effective_api_base() == "http://127.0.0.1:9999");
+  CHECK(tg.scope == session_scope::thread_sender);
+  CHECK(tg.queue == queue_policy::collect);
+  CHECK(tg.stream_edits);
+  const auto& slack = s->channels[1];
+  CHECK(slack.type == channel_type::slack);
+  CHECK(slack.effective_api_base() == "https://slack.com/api");
+  CHECK(slack.scope == session_scope::thread);
+  CHECK(slack.queue == queue_policy::followup);
+  CHECK_FALSE(slack.stream_edits);
+  const auto& hook = s->channels[2];
+  CHECK(hook.type == channel_type::webhook);
+  CHECK(hook.resolve_token({}, key_env_policy{}) == "s3cret");
+  CHECK(hook.callback_url == "http://127.0.0.1:1/replies");
+}
+
+TEST_CASE("the printed config keeps channels but never their inline token",
+          "[runtime][settings][channels]") {
+  auto s = load(R"(
+[[channels]]
+name = "hooks"
+type = "webhook"
+agent = "assistant"
+token = "never-print-me"
+callback_url = "http://127.0.0.1:1/replies"
+)");
+  REQUIRE(s);
+  const auto text = to_toml(*s);
+  CHECK(text.find("never-print-me") == std::string::npos);
+  CHECK(text.find("# token is set (not printed)") != std::string::npos);
+  // Printed back, the channel loads again, without its token.
+  auto again = load(text);
+  REQUIRE(again);
+  REQUIRE(again->channels.size() == 1);
+  CHECK(again->channels.front().token.empty());
+  CHECK(again->channels.front().callback_url == "http://127.0.0.1:1/replies");
+  CHECK(to_toml(*again).find("# token is set") == std::string::npos);
+}
+
+TEST_CASE("channel names are unique", "[runtime][settings][channels]") {
+  const auto message = error_of(R"(
+[[channels]]
+name = "a"
+type = "telegram"
+agent = "assistant"
+token = "t"
+[[channels]]
+name = "a"
+type = "telegram"
+agent = "assistant"
+token = "t"
+)");
+  CHECK_THAT(message, Catch::Contains("channel 'a' is declared twice"));
+}
+
+TEST_CASE("a channel's token variable obeys the provider keys' rule",
+          "[runtime][settings][channels]") {
+  const std::string entry = R"(
+[[channels]]
+name = "tg"
+type = "telegram"
+agent = "assistant"
+token_env = "HOME"
+)";
+  CHECK_THAT(error_of(entry), Catch::Contains("token_env: 'HOME' is not allowed"));
+  // Listed under [secrets] allowed_env (even after the channel), it is allowed.
+  CHECK(load(entry + "[secrets]\nallowed_env = [\"HOME\"]\n"));
+  CHECK_THAT(error_of(R"(
+[[channels]]
+name = "team"
+type = "slack"
+agent = "assistant"
+bot_token_env = "TROUPE_KEY_BOT"
+signing_secret_env = "PATH"
+)"),
+             Catch::Contains("signing_secret_env: 'PATH' is not allowed"));
+}
+
+TEST_CASE("a channel entry with a wrong value says which", "[runtime][settings][channels]") {
+  CHECK_THAT(error_of("[[channels]]\nname = \"x\"\ntype = \"irc\"\nagent = \"a\"\n"),
+             Catch::Contains("'irc' is not a channel type"));
+  CHECK_THAT(error_of("[[channels]]\nname = \"x\"\ntype = \"telegram\"\nagent = \"a\"\n"
+                      "token = \"t\"\nsession_scope = \"room\"\n"),
+             Catch::Contains("'room' is not a session scope"));
+  CHECK_THAT(error_of("[[channels]]\nname = \"x\"\ntype = \"telegram\"\nagent = \"a\"\n"
+                      "token = \"t\"\nqueue_policy = \"later\"\n"),
+             Catch::Contains("'later' is not a queue policy"));
+  CHECK_THAT(error_of("[[channels]]\nname = \"x\"\ntype = \"telegram\"\nagent = \"a\"\n"
+                      "token = \"t\"\nmode = \"push\"\n"),
+             Catch::Contains("mode 'push' is not poll or webhook"));
+  CHECK_THAT(error_of("[[channels]]\nname = \"x\"\ntype = \"slack\"\nagent = \"a\"\n"
+                      "bot_token_env = \"TROUPE_KEY_B\"\nsigning_secret_env = \"TROUPE_KEY_S\"\n"
+                      "mode = \"webhook\"\n"),
+             Catch::Contains("mode is for telegram channels only"));
+  CHECK_THAT(error_of("[[channels]]\nname = \"x\"\ntype = \"slack\"\nagent = \"a\"\n"
+                      "bot_token_env = \"TROUPE_KEY_B\"\n"),
+             Catch::Contains("needs bot_token_env and signing_secret_env"));
+  CHECK_THAT(error_of("[[channels]]\nname = \"x\"\ntype = \"webhook\"\nagent = \"a\"\n"
+                      "token = \"t\"\ncallback_url = \"ftp://x\"\n"),
+             Catch::Contains("needs an http(s) callback_url"));
+  CHECK_THAT(error_of("[[channels]]\nname = \"has space\"\ntype = \"telegram\"\nagent = \"a\"\n"
+                      "token = \"t\"\n"),
+             Catch::Contains("name must be 1 to 64 letters"));
+  CHECK_THAT(error_of("[[channels]]\nname = \"x\"\ntype = \"telegram\"\ntoken = \"t\"\n"),
+             Catch::Contains("agent is required"));
+  CHECK_THAT(error_of("[[channels]]\nname = \"x\"\ntype = \"telegram\"\nagent = \"a\"\n"
+                      "token = \"t\"\nwebhook_secret = \"y\"\n"),
+             Catch::Contains("unknown key 'webhook_secret'"));
+}
+
+TEST_CASE("thread keys follow the session scope and identities name channel and sender",
+          "[runtime][channels]") {
+  CHECK(channel_thread_key(session_scope::thread, "chat-1", "alice") == "chat-1");
+  CHECK(channel_thread_key(session_scope::thread, "", "alice") == "alice");
+  CHECK(channel_thread_key(session_scope::sender, "chat-1", "alice") == "alice");
+  CHECK(channel_thread_key(session_scope::thread_sender, "chat-1", "alice") == "chat-1|alice");
+  CHECK(channel_thread_key(session_scope::thread_sender, "", "") == "default");
+  CHECK(channel_identity("support-tg", "42") == "channel:support-tg:42");
+}
