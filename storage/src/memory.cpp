@@ -5,6 +5,7 @@
 
 #include <fmt/format.h>
 
+#include "query.hpp"
 #include "troupe/storage/search.hpp"
 
 namespace troupe::storage {
@@ -42,24 +43,7 @@ memory_item_record read_item(const statement& s) {
 template <class... Ts>
 expected<std::vector<memory_item_record>> query_items(connection& c, std::string_view sql,
                                                       const Ts&... args) {
-  auto st = c.prepare(sql);
-  if (!st) {
-    return tl::unexpected(st.error());
-  }
-  if (auto b = st->bind_all(args...); !b) {
-    return tl::unexpected(b.error());
-  }
-  std::vector<memory_item_record> out;
-  for (;;) {
-    auto row = st->step();
-    if (!row) {
-      return tl::unexpected(row.error());
-    }
-    if (!*row) {
-      return out;
-    }
-    out.push_back(read_item(*st));
-  }
+  return detail::query_all<memory_item_record>(c, sql, read_item, args...);
 }
 
 template <class... Ts>

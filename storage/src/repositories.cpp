@@ -6,7 +6,11 @@
 
 #include <fmt/format.h>
 
+#include "query.hpp"
+
 namespace troupe::storage {
+
+using namespace detail;
 
 std::int64_t now_millis() noexcept {
   return std::chrono::duration_cast<std::chrono::milliseconds>(
@@ -18,76 +22,6 @@ namespace {
 
 constexpr std::array<std::string_view, 6> run_status_names = {"queued", "running",   "succeeded",
                                                               "failed", "cancelled", "interrupted"};
-
-std::int64_t stamp(std::int64_t t) {
-  return t != 0 ? t : now_millis();
-}
-
-template <class... Ts>
-expected<row_id> insert_row(connection& c, std::string_view sql, const Ts&... args) {
-  auto ok = c.run(sql, args...);
-  if (!ok) {
-    return tl::unexpected(ok.error());
-  }
-  return c.last_insert_id();
-}
-
-// Runs an UPDATE/DELETE that must touch exactly one row.
-template <class... Ts>
-expected<void> change_one(connection& c, std::string_view what, row_id id, std::string_view sql,
-                          const Ts&... args) {
-  auto ok = c.run(sql, args...);
-  if (!ok) {
-    return ok;
-  }
-  if (c.changes() == 0) {
-    return fail(errc::not_found, fmt::format("no {} with id {}", what, id));
-  }
-  return {};
-}
-
-template <class Record, class Read, class... Ts>
-expected<Record> query_one(connection& c, std::string_view what, std::string_view sql, Read read,
-                           const Ts&... args) {
-  auto st = c.prepare(sql);
-  if (!st) {
-    return tl::unexpected(st.error());
-  }
-  if (auto b = st->bind_all(args...); !b) {
-    return tl::unexpected(b.error());
-  }
-  auto row = st->step();
-  if (!row) {
-    return tl::unexpected(row.error());
-  }
-  if (!*row) {
-    return fail(errc::not_found, fmt::format("no such {}", what));
-  }
-  return read(*st);
-}
-
-template <class Record, class Read, class... Ts>
-expected<std::vector<Record>> query_all(connection& c, std::string_view sql, Read read,
-                                        const Ts&... args) {
-  auto st = c.prepare(sql);
-  if (!st) {
-    return tl::unexpected(st.error());
-  }
-  if (auto b = st->bind_all(args...); !b) {
-    return tl::unexpected(b.error());
-  }
-  std::vector<Record> out;
-  for (;;) {
-    auto row = st->step();
-    if (!row) {
-      return tl::unexpected(row.error());
-    }
-    if (!*row) {
-      return out;
-    }
-    out.push_back(read(*st));
-  }
-}
 
 // --- row readers, one per SELECT column list below ---
 
@@ -212,34 +146,6 @@ memory_evidence_record read_evidence(const statement& s) {
           s.optional_int64(4), s.optional_int64(5), s.text(6), s.int64(7)};
 }
 
-constexpr std::string_view channel_columns =
-    "id, uuid, kind, name, agent_id, config_json, enabled, created_at";
-channel_record read_channel(const statement& s) {
-  return {s.int64(0), s.text(1), s.text(2),       s.text(3),
-          s.int64(4), s.text(5), s.int64(6) != 0, s.int64(7)};
-}
-
-constexpr std::string_view thread_columns =
-    "id, channel_id, thread_key, conversation_id, created_at, updated_at";
-channel_thread_record read_thread(const statement& s) {
-  return {s.int64(0), s.int64(1), s.text(2), s.optional_int64(3), s.int64(4), s.int64(5)};
-}
-
-constexpr std::string_view inbound_columns =
-    "id, channel_id, platform_message_id, thread_key, sender, payload_json, status, received_at";
-inbound_record read_inbound(const statement& s) {
-  return {s.int64(0), s.int64(1), s.text(2), s.text(3),
-          s.text(4),  s.text(5),  s.text(6), s.int64(7)};
-}
-
-constexpr std::string_view outbox_columns =
-    "id, channel_id, thread_key, dedupe_key, payload_json, status, attempts, last_error, "
-    "created_at, sent_at";
-outbox_record read_outbox(const statement& s) {
-  return {s.int64(0), s.int64(1), s.text(2), s.text(3),  s.text(4),
-          s.text(5),  s.int64(6), s.text(7), s.int64(8), s.optional_int64(9)};
-}
-
 constexpr std::string_view tool_columns =
     "id, name, kind, description, schema_json, config_json, enabled, created_at";
 tool_record read_tool(const statement& s) {
@@ -262,9 +168,6 @@ search_engine_record read_engine(const statement& s) {
 
 // SELECT <columns> FROM <table> <rest>, built once per call site (the statement cache
 // keys on the text, so it is prepared once).
-std::string select(std::string_view columns, std::string_view table, std::string_view rest) {
-  return fmt::format("SELECT {} FROM {} {}", columns, table, rest);
-}
 
 } // namespace
 
@@ -740,112 +643,6 @@ expected<std::vector<memory_evidence_record>> list_memory_evidence(connection& c
   static const auto sql =
       select(evidence_columns, "memory_evidence", "WHERE memory_id = ? ORDER BY id");
   return query_all<memory_evidence_record>(c, sql, read_evidence, memory_id);
-}
-
-// --- channels ---
-
-expected<row_id> insert_channel(connection& c, channel_record r) {
-  return insert_row(c,
-                    "INSERT INTO channels (uuid, kind, name, agent_id, config_json, enabled, "
-                    "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
-                    r.uuid, r.kind, r.name, r.agent_id, r.config_json, r.enabled,
-                    stamp(r.created_at));
-}
-
-expected<channel_record> find_channel(connection& c, row_id id) {
-  static const auto sql = select(channel_columns, "channels", "WHERE id = ?");
-  return query_one<channel_record>(c, "channel", sql, read_channel, id);
-}
-
-expected<row_id> bind_channel_thread(connection& c, row_id channel_id, std::string_view thread_key,
-                                     std::optional<row_id> conversation_id) {
-  const auto t = now_millis();
-  return c.query_int("INSERT INTO channel_threads (channel_id, thread_key, conversation_id, "
-                     "created_at, updated_at) VALUES (?1, ?2, ?3, ?4, ?4) "
-                     "ON CONFLICT (channel_id, thread_key) DO UPDATE SET "
-                     "conversation_id = excluded.conversation_id, updated_at = excluded.updated_at "
-                     "RETURNING id",
-                     channel_id, thread_key, conversation_id, t);
-}
-
-expected<channel_thread_record> find_channel_thread(connection& c, row_id channel_id,
-                                                    std::string_view thread_key) {
-  static const auto sql =
-      select(thread_columns, "channel_threads", "WHERE channel_id = ? AND thread_key = ?");
-  return query_one<channel_thread_record>(c, "channel thread", sql, read_thread, channel_id,
-                                          thread_key);
-}
-
-expected<journal_result> journal_inbound(connection& c, inbound_record r) {
-  auto inserted = c.query_int(
-      "INSERT INTO inbound_journal (channel_id, platform_message_id, thread_key, sender, "
-      "payload_json, status, received_at) VALUES (?, ?, ?, ?, ?, ?, ?) "
-      "ON CONFLICT (channel_id, platform_message_id) DO NOTHING RETURNING id",
-      r.channel_id, r.platform_message_id, r.thread_key, r.sender, r.payload_json, r.status,
-      stamp(r.received_at));
-  if (inserted) {
-    return journal_result{*inserted, false};
-  }
-  if (inserted.error().code != errc::not_found) {
-    return tl::unexpected(inserted.error());
-  }
-  auto existing =
-      c.query_int("SELECT id FROM inbound_journal WHERE channel_id = ? AND platform_message_id = ?",
-                  r.channel_id, r.platform_message_id);
-  if (!existing) {
-    return tl::unexpected(existing.error());
-  }
-  return journal_result{*existing, true};
-}
-
-expected<void> set_inbound_status(connection& c, row_id id, std::string_view status) {
-  return change_one(c, "inbound message", id, "UPDATE inbound_journal SET status = ? WHERE id = ?",
-                    status, id);
-}
-
-expected<std::vector<inbound_record>> list_inbound(connection& c, std::string_view status) {
-  static const auto sql =
-      select(inbound_columns, "inbound_journal", "WHERE status = ? ORDER BY id");
-  return query_all<inbound_record>(c, sql, read_inbound, status);
-}
-
-expected<row_id> enqueue_outbox(connection& c, outbox_record r) {
-  auto inserted = c.query_int(
-      "INSERT INTO outbox (channel_id, thread_key, dedupe_key, payload_json, status, created_at) "
-      "VALUES (?, ?, ?, ?, 'pending', ?) ON CONFLICT (channel_id, dedupe_key) DO NOTHING "
-      "RETURNING id",
-      r.channel_id, r.thread_key, r.dedupe_key, r.payload_json, stamp(r.created_at));
-  if (inserted || inserted.error().code != errc::not_found) {
-    return inserted;
-  }
-  return c.query_int("SELECT id FROM outbox WHERE channel_id = ? AND dedupe_key = ?", r.channel_id,
-                     r.dedupe_key);
-}
-
-expected<void> mark_outbox_sent(connection& c, row_id id) {
-  return change_one(c, "outbox entry", id,
-                    "UPDATE outbox SET status = 'sent', sent_at = ?, attempts = attempts + 1 "
-                    "WHERE id = ?",
-                    now_millis(), id);
-}
-
-expected<void> record_outbox_failure(connection& c, row_id id, std::string_view error_text,
-                                     std::int64_t max_attempts) {
-  return change_one(c, "outbox entry", id,
-                    "UPDATE outbox SET attempts = attempts + 1, last_error = ?, status = CASE "
-                    "WHEN attempts + 1 >= ? THEN 'dead' ELSE status END WHERE id = ?",
-                    error_text, max_attempts, id);
-}
-
-expected<std::vector<outbox_record>> list_pending_outbox(connection& c, std::int64_t limit) {
-  static const auto sql =
-      select(outbox_columns, "outbox", "WHERE status = 'pending' ORDER BY id LIMIT ?");
-  return query_all<outbox_record>(c, sql, read_outbox, limit);
-}
-
-expected<outbox_record> find_outbox(connection& c, row_id id) {
-  static const auto sql = select(outbox_columns, "outbox", "WHERE id = ?");
-  return query_one<outbox_record>(c, "outbox entry", sql, read_outbox, id);
 }
 
 // --- tools, MCP servers, search engines ---

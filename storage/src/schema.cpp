@@ -389,6 +389,87 @@ CREATE INDEX IF NOT EXISTS memory_items_pinned ON memory_items(user_id)
   WHERE pinned = 1 AND status = 'active';
 )sql";
 
+// Version 8: channels (issue 17). The tables of version 1 were never written; they are
+// replaced: a channel has a unique name and its settings as columns (secrets only as
+// variable names or sealed), a thread is owned by its `channel:<name>:<sender>` user,
+// the journal keeps the text and the run it went to, and the outbox is keyed by
+// (run, part) with an explicit `sending` state (the intent to send, recorded first).
+constexpr std::string_view schema_v8 = R"sql(
+DROP TABLE IF EXISTS outbox;
+DROP TABLE IF EXISTS inbound_journal;
+DROP TABLE IF EXISTS channel_threads;
+DROP TABLE IF EXISTS channels;
+CREATE TABLE channels (
+  id INTEGER PRIMARY KEY,
+  name TEXT NOT NULL UNIQUE,
+  kind TEXT NOT NULL CHECK (kind IN ('telegram', 'slack', 'webhook')),
+  agent_id INTEGER NOT NULL REFERENCES agents(id),
+  mode TEXT NOT NULL DEFAULT 'poll' CHECK (mode IN ('poll', 'webhook')),
+  token_env TEXT NOT NULL DEFAULT '',
+  token TEXT NOT NULL DEFAULT '',
+  bot_token_env TEXT NOT NULL DEFAULT '',
+  signing_secret_env TEXT NOT NULL DEFAULT '',
+  api_base TEXT NOT NULL DEFAULT '',
+  session_scope TEXT NOT NULL DEFAULT 'thread'
+    CHECK (session_scope IN ('thread', 'sender', 'thread_sender')),
+  queue_policy TEXT NOT NULL DEFAULT 'followup'
+    CHECK (queue_policy IN ('followup', 'steer', 'interrupt', 'collect')),
+  callback_url TEXT NOT NULL DEFAULT '',
+  stream_edits INTEGER NOT NULL DEFAULT 0,
+  enabled INTEGER NOT NULL DEFAULT 1,
+  declared INTEGER NOT NULL DEFAULT 0,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+);
+CREATE TABLE channel_threads (
+  id INTEGER PRIMARY KEY,
+  channel_id INTEGER NOT NULL REFERENCES channels(id) ON DELETE CASCADE,
+  thread_key TEXT NOT NULL,
+  owner_user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+  conversation_id INTEGER REFERENCES conversations(id) ON DELETE SET NULL,
+  reply_to TEXT NOT NULL DEFAULT '',
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  UNIQUE (channel_id, thread_key)
+);
+CREATE INDEX channel_threads_recent ON channel_threads(channel_id, updated_at);
+CREATE TABLE inbound_journal (
+  id INTEGER PRIMARY KEY,
+  channel_id INTEGER NOT NULL REFERENCES channels(id) ON DELETE CASCADE,
+  platform_message_id TEXT NOT NULL,
+  thread_key TEXT NOT NULL DEFAULT '',
+  sender TEXT NOT NULL DEFAULT '',
+  text TEXT NOT NULL DEFAULT '',
+  reply_to TEXT NOT NULL DEFAULT '',
+  status TEXT NOT NULL DEFAULT 'received'
+    CHECK (status IN ('received', 'processing', 'done', 'dead')),
+  run_uuid TEXT NOT NULL DEFAULT '',
+  received_at INTEGER NOT NULL,
+  UNIQUE (channel_id, platform_message_id)
+);
+CREATE INDEX inbound_journal_status ON inbound_journal(status, id);
+CREATE TABLE outbox (
+  id INTEGER PRIMARY KEY,
+  channel_id INTEGER NOT NULL REFERENCES channels(id) ON DELETE CASCADE,
+  thread_id INTEGER NOT NULL REFERENCES channel_threads(id) ON DELETE CASCADE,
+  run_uuid TEXT NOT NULL,
+  part INTEGER NOT NULL,
+  text TEXT NOT NULL,
+  status TEXT NOT NULL DEFAULT 'pending'
+    CHECK (status IN ('pending', 'sending', 'sent', 'dead')),
+  attempts INTEGER NOT NULL DEFAULT 0,
+  last_error TEXT NOT NULL DEFAULT '',
+  next_attempt_at INTEGER NOT NULL DEFAULT 0,
+  platform_message_id TEXT NOT NULL DEFAULT '',
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL,
+  sent_at INTEGER,
+  UNIQUE (run_uuid, part)
+);
+CREATE INDEX outbox_status ON outbox(status, id);
+CREATE INDEX outbox_channel ON outbox(channel_id, status, id);
+)sql";
+
 struct migration {
   int version;
   std::string_view description;
@@ -411,6 +492,8 @@ const std::vector<migration>& migrations() {
       {5, "ephemeral conversations", [](connection& c) { return apply_schema_v5(c); }},
       {6, "memory in use", [](connection& c) { return apply_schema_v6(c); }},
       {7, "pinned memories index", [](connection& c) { return c.exec(schema_v7); }},
+      {8, "channels, threads, inbound journal and outbox",
+       [](connection& c) { return c.exec(schema_v8); }},
   };
   return list;
 }

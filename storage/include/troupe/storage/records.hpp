@@ -263,56 +263,6 @@ struct memory_evidence_record {
   std::int64_t created_at = 0;
 };
 
-/// A messaging channel (telegram, wecom, …) bound to an agent.
-struct channel_record {
-  row_id id = 0;
-  std::string uuid;
-  std::string kind;
-  std::string name;
-  row_id agent_id = 0;
-  std::string config_json = "{}";
-  bool enabled = true;
-  std::int64_t created_at = 0;
-};
-
-/// A (channel, thread key) and the conversation it is bound to.
-struct channel_thread_record {
-  row_id id = 0;
-  row_id channel_id = 0;
-  std::string thread_key;
-  std::optional<row_id> conversation_id;
-  std::int64_t created_at = 0;
-  std::int64_t updated_at = 0;
-};
-
-/// An inbound platform message, journaled before it is acknowledged.
-struct inbound_record {
-  row_id id = 0;
-  row_id channel_id = 0;
-  std::string platform_message_id;
-  std::string thread_key;
-  std::string sender;
-  std::string payload_json;
-  /// received | processing | done | dead.
-  std::string status = "received";
-  std::int64_t received_at = 0;
-};
-
-/// An outbound reply; `dedupe_key` (e.g. run id + chunk) makes enqueueing idempotent.
-struct outbox_record {
-  row_id id = 0;
-  row_id channel_id = 0;
-  std::string thread_key;
-  std::string dedupe_key;
-  std::string payload_json;
-  /// pending | sent | dead.
-  std::string status = "pending";
-  std::int64_t attempts = 0;
-  std::string last_error;
-  std::int64_t created_at = 0;
-  std::optional<std::int64_t> sent_at;
-};
-
 /// A configured tool.
 struct tool_record {
   row_id id = 0;

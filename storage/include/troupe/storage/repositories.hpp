@@ -122,34 +122,6 @@ expected<std::vector<memory_revision_record>> list_memory_revisions(connection& 
 expected<row_id> insert_memory_evidence(connection& c, memory_evidence_record r);
 expected<std::vector<memory_evidence_record>> list_memory_evidence(connection& c, row_id memory_id);
 
-// channels
-expected<row_id> insert_channel(connection& c, channel_record r);
-expected<channel_record> find_channel(connection& c, row_id id);
-/// Creates or rebinds the (channel, thread key) to `conversation_id`; returns its id.
-expected<row_id> bind_channel_thread(connection& c, row_id channel_id, std::string_view thread_key,
-                                     std::optional<row_id> conversation_id);
-expected<channel_thread_record> find_channel_thread(connection& c, row_id channel_id,
-                                                    std::string_view thread_key);
-
-/// The outcome of journaling an inbound message.
-struct journal_result {
-  row_id id = 0;
-  /// The platform delivered this message id before: do not process it again.
-  bool duplicate = false;
-};
-expected<journal_result> journal_inbound(connection& c, inbound_record r);
-expected<void> set_inbound_status(connection& c, row_id id, std::string_view status);
-expected<std::vector<inbound_record>> list_inbound(connection& c, std::string_view status);
-/// Enqueues a reply; an entry with the same (channel, dedupe key) is not added twice and
-/// its id is returned instead.
-expected<row_id> enqueue_outbox(connection& c, outbox_record r);
-expected<void> mark_outbox_sent(connection& c, row_id id);
-/// Counts a failed send; after `max_attempts` the entry becomes `dead`.
-expected<void> record_outbox_failure(connection& c, row_id id, std::string_view error_text,
-                                     std::int64_t max_attempts);
-expected<std::vector<outbox_record>> list_pending_outbox(connection& c, std::int64_t limit);
-expected<outbox_record> find_outbox(connection& c, row_id id);
-
 // tools, MCP servers, search engines
 expected<row_id> insert_tool(connection& c, tool_record r);
 expected<tool_record> find_tool(connection& c, std::string_view name);

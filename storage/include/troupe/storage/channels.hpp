@@ -1,0 +1,185 @@
+#pragma once
+
+/// \file
+/// Messaging channels in the database: the channels themselves, their threads (each
+/// bound to one conversation, owned by the identity `channel:<name>:<sender>`), the
+/// inbound journal (unique by channel and platform message id: a platform's redelivery
+/// is a duplicate, also after a restart) and the outbox (unique by run and part: a reply
+/// part is recorded once and its sending is an explicit state, so a restart never sends
+/// it again blindly). Same conventions as repositories.hpp.
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "troupe/runtime/channel_config.hpp"
+#include "troupe/storage/connection.hpp"
+#include "troupe/storage/records.hpp"
+
+namespace troupe::storage {
+
+/// A channel (`[[channels]]` or `POST /api/v1/channels`) bound to an agent. Secrets are
+/// the variables' names, or `token` sealed by the secret box (API-created channels; a
+/// declared channel's inline token stays in the config and is never written).
+struct channel_record {
+  row_id id = 0;
+  std::string name;
+  /// telegram | slack | webhook.
+  std::string kind;
+  row_id agent_id = 0;
+  std::string mode = "poll";
+  std::string token_env;
+  /// Sealed (`v1:…`), or empty.
+  std::string token;
+  std::string bot_token_env;
+  std::string signing_secret_env;
+  std::string api_base;
+  /// thread | sender | thread_sender.
+  std::string session_scope = "thread";
+  /// followup | steer | interrupt | collect.
+  std::string queue_policy = "followup";
+  std::string callback_url;
+  bool stream_edits = false;
+  bool enabled = true;
+  /// Declared in the config file: synced at every start.
+  bool declared = false;
+  std::int64_t created_at = 0;
+  std::int64_t updated_at = 0;
+};
+
+/// A (channel, thread key) and the conversation it is bound to.
+struct channel_thread_record {
+  row_id id = 0;
+  row_id channel_id = 0;
+  std::string thread_key;
+  /// The user `channel:<name>:<sender>` of the thread's first sender.
+  row_id owner_user_id = 0;
+  std::optional<row_id> conversation_id;
+  /// Where replies go on the platform (the generic webhook's `thread`, a Telegram chat
+  /// and topic, …), as the adapter wrote it.
+  std::string reply_to;
+  std::int64_t created_at = 0;
+  std::int64_t updated_at = 0;
+};
+
+/// An inbound platform message, journaled before it is acknowledged.
+struct inbound_record {
+  row_id id = 0;
+  row_id channel_id = 0;
+  std::string platform_message_id;
+  std::string thread_key;
+  std::string sender;
+  std::string text;
+  std::string reply_to;
+  /// received (journaled) | processing (handed to a run) | done | dead.
+  std::string status = "received";
+  /// The run it was handed to, once it was.
+  std::string run_uuid;
+  std::int64_t received_at = 0;
+};
+
+/// One part of a reply to send.
+struct outbox_record {
+  row_id id = 0;
+  row_id channel_id = 0;
+  row_id thread_id = 0;
+  std::string run_uuid;
+  std::int64_t part = 0;
+  std::string text;
+  /// pending (to send) | sending (intent recorded, outcome not yet) | sent | dead.
+  std::string status = "pending";
+  std::int64_t attempts = 0;
+  std::string last_error;
+  /// Not sent before this time (ms since the epoch): the platform's retry_after.
+  std::int64_t next_attempt_at = 0;
+  /// The platform's id of the sent message, when it gives one.
+  std::string platform_message_id;
+  std::int64_t created_at = 0;
+  std::int64_t updated_at = 0;
+  std::optional<std::int64_t> sent_at;
+};
+
+// channels
+/// Fails with `conflict` when the name is taken.
+expected<row_id> insert_channel(connection& c, channel_record r);
+/// Inserts or rewrites (by name) a channel declared in the config file.
+expected<row_id> upsert_declared_channel(connection& c, channel_record r);
+expected<channel_record> find_channel(connection& c, row_id id);
+expected<channel_record> find_channel_by_name(connection& c, std::string_view name);
+expected<std::vector<channel_record>> list_channels(connection& c);
+/// Rewrites every column but `name`, `declared` and `created_at` of channel `r.id`.
+expected<void> update_channel(connection& c, const channel_record& r);
+/// Deletes a channel with its threads, journal and outbox (its conversations stay).
+expected<void> delete_channel(connection& c, row_id id);
+
+/// The record of a declared channel whose agent has row `agent_id` (its inline token is
+/// left out: it stays in the config).
+channel_record declared_channel_record(const channel_settings& ch, row_id agent_id);
+/// Upserts every declared channel by name in one transaction, at start; a channel whose
+/// agent is in neither the config nor the database fails it, naming both.
+expected<std::size_t> sync_declared_channels(connection& c,
+                                             const std::vector<channel_settings>& channels);
+
+/// The user named `identity` (`channel:<name>:<sender>`), created on first use.
+expected<row_id> ensure_channel_user(connection& c, std::string_view identity);
+
+// threads
+/// Creates the (channel, thread key) row; when it exists already, returns it unchanged
+/// (the first binding wins).
+expected<channel_thread_record> bind_channel_thread(connection& c, channel_thread_record r);
+/// Points thread `id` at `conversation_id` (a fresh conversation after /new).
+expected<void> set_thread_conversation(connection& c, row_id id, row_id conversation_id);
+expected<channel_thread_record> find_channel_thread(connection& c, row_id channel_id,
+                                                    std::string_view thread_key);
+expected<channel_thread_record> find_channel_thread_by_id(connection& c, row_id id);
+/// A channel's threads, most recently active first.
+expected<std::vector<channel_thread_record>>
+list_channel_threads(connection& c, row_id channel_id, std::int64_t limit, std::int64_t offset);
+
+// the inbound journal
+/// The outcome of journaling an inbound message.
+struct journal_result {
+  row_id id = 0;
+  /// The platform delivered this message id before: do not process it again.
+  bool duplicate = false;
+};
+expected<journal_result> journal_inbound(connection& c, inbound_record r);
+/// Moves a journaled message on; `run_uuid` (when not empty) records its run.
+expected<void> set_inbound_status(connection& c, row_id id, std::string_view status,
+                                  std::string_view run_uuid = {});
+expected<inbound_record> find_inbound(connection& c, row_id id);
+/// A channel's journaled messages with `status`, oldest first (every channel's when
+/// `channel_id` is 0).
+expected<std::vector<inbound_record>> list_inbound(connection& c, row_id channel_id,
+                                                   std::string_view status);
+/// How many messages a channel has journaled.
+expected<std::int64_t> count_inbound(connection& c, row_id channel_id);
+
+// the outbox
+/// Records a part to send; the same (run, part) is not added twice: its id is returned.
+expected<row_id> enqueue_outbox(connection& c, outbox_record r);
+/// The intent to send: pending -> sending, one attempt more. Fails with `conflict` when
+/// the entry is not pending (another sender has it, or it is done).
+expected<void> claim_outbox(connection& c, row_id id);
+/// sending -> sent.
+expected<void> mark_outbox_sent(connection& c, row_id id, std::string_view platform_message_id);
+/// sending -> pending again, not before `retry_at`; dead (with the error) once the entry
+/// has had `max_attempts` attempts.
+expected<void> record_outbox_failure(connection& c, row_id id, std::string_view error_text,
+                                     std::int64_t retry_at, std::int64_t max_attempts);
+/// -> dead with the error, whatever the attempts (a permanent failure).
+expected<void> mark_outbox_dead(connection& c, row_id id, std::string_view error_text);
+expected<outbox_record> find_outbox(connection& c, row_id id);
+/// The entry of part `part` of run `run_uuid`.
+expected<outbox_record> find_outbox_part(connection& c, std::string_view run_uuid,
+                                         std::int64_t part);
+/// A channel's entries with `status` (every status when empty), oldest first.
+expected<std::vector<outbox_record>> list_outbox(connection& c, row_id channel_id,
+                                                 std::string_view status);
+/// Every channel's entries with `status`, oldest first (start-up recovery).
+expected<std::vector<outbox_record>> list_outbox_with_status(connection& c,
+                                                             std::string_view status);
+
+} // namespace troupe::storage
