@@ -1,0 +1,107 @@
+#pragma once
+
+/// \file
+/// The seam between troupe's channel core and one messaging platform. An adapter knows
+/// its platform's wire format and nothing else: it verifies that an inbound request
+/// came from the platform, decodes it into messages, and sends one outbound part with a
+/// deadline, saying whether it was sent, should be retried (and when), or failed for
+/// good. Journaling, dedupe, threads, conversations, the outbox and its retries belong
+/// to the core (actors/channel_*), so every platform gets them the same way.
+///
+/// Threading: `verify` and `decode` are pure and may run anywhere; `send` is a coroutine
+/// on the executor of the `http_client` it is given.
+
+#include <chrono>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <boost/asio/awaitable.hpp>
+
+#include "troupe/net/http_client.hpp"
+#include "troupe/net/http_message.hpp"
+#include "troupe/runtime/error.hpp"
+
+namespace troupe::net::channel {
+
+/// One platform message decoded from an inbound request.
+struct inbound_message {
+  /// The platform's id of this delivery, unique per channel (Telegram update_id, Slack
+  /// event_id, the generic webhook's message_id): the journal's dedupe key.
+  std::string message_id;
+  /// The platform thread (Telegram chat + topic, Slack channel + thread_ts, the generic
+  /// webhook's `thread`); empty when the platform has none.
+  std::string thread;
+  /// Who wrote it, as the platform names them.
+  std::string sender;
+  std::string text;
+  /// Where a reply goes, in the adapter's own encoding (handed back in `outbound_part`).
+  std::string reply_to;
+};
+
+/// What an inbound request carried, and what to answer the platform at once.
+struct decoded_request {
+  std::vector<inbound_message> messages;
+  /// The answer's body (Slack's url_verification challenge); empty: `{"ok":true}`.
+  std::string response_body;
+  std::string response_content_type = "application/json";
+};
+
+/// One part of a reply, as the outbox hands it to the adapter.
+struct outbound_part {
+  /// The `reply_to` of the message that started the thread.
+  std::string reply_to;
+  /// The channel's thread key and the run and part (a stable idempotency key: the
+  /// platform, where it can, uses it to drop a second copy).
+  std::string thread_key;
+  std::string run_id;
+  std::int64_t part = 0;
+  std::string text;
+};
+
+/// How a send ended.
+enum class send_outcome {
+  /// The platform has the message.
+  sent,
+  /// Not sent; try again after `retry_after` (429, 5xx, a network error before sending).
+  retry,
+  /// Not sent, and sending it again will not help (4xx other than 429).
+  failed,
+};
+
+struct send_result {
+  send_outcome outcome = send_outcome::failed;
+  /// With `retry`: the least wait the platform asked for (Retry-After / retry_after), or
+  /// zero when it asked for none (the outbox then backs off on its own).
+  std::chrono::milliseconds retry_after{0};
+  /// With `sent`: the platform's id of the message, when it gives one.
+  std::string platform_message_id;
+  /// With `retry` or `failed`: what went wrong, for the outbox's last_error.
+  std::string error;
+};
+
+/// Classifies an HTTP answer the common way: 2xx sent; 429 retry after its Retry-After
+/// (seconds); 408, 425 and 5xx retry; other statuses failed.
+send_result classify_http_status(unsigned status, std::string_view retry_after_header,
+                                 std::string_view body);
+
+/// One platform.
+class channel_adapter {
+public:
+  virtual ~channel_adapter() = default;
+
+  /// Whether `request` came from the platform (a shared token or a signature, compared
+  /// in constant time). An error (`permission_denied`) is answered 401 and nothing of the
+  /// request is journaled.
+  virtual expected<void> verify(const http_request& request) const = 0;
+
+  /// The messages of a verified request (possibly none: a ping, a bot's own message).
+  /// An error (`invalid_argument`) is answered 400.
+  virtual expected<decoded_request> decode(const http_request& request) const = 0;
+
+  /// Sends one part through `http`, giving up at `deadline`.
+  virtual boost::asio::awaitable<send_result> send(http_client& http, outbound_part part,
+                                                   std::chrono::milliseconds deadline) = 0;
+};
+
+} // namespace troupe::net::channel
