@@ -53,6 +53,8 @@ struct pending_turn {
   bool recovered = false;
   /// The user messages this turn carries (more than one once others joined it).
   std::size_t messages = 1;
+  /// The queue policy it arrived under; unset: the agent's.
+  std::optional<queue_policy> policy;
 };
 
 struct conversation_state {
@@ -599,7 +601,8 @@ void accept(conversation_self self, pending_turn turn,
     st.queue.push_back(std::move(turn));
     start_next(self);
   } else {
-    const auto policy = turn.recovered ? queue_policy::followup : st.spec.agent.queue;
+    const auto policy =
+        turn.recovered ? queue_policy::followup : turn.policy.value_or(st.spec.agent.queue);
     const auto join = [](pending_turn& into, pending_turn& from) {
       into.text += "\n\n" + from.text;
       into.messages += from.messages;
@@ -700,6 +703,7 @@ conversation_actor::behavior_type conversation_behavior(conversation_self self,
         }
         turn.run_row = request.run_row;
         turn.recovered = request.run_row != 0;
+        turn.policy = request.policy;
         // Answered when the message and its run row are committed.
         auto ack = self->make_response_promise();
         accept(self, std::move(turn), ack);

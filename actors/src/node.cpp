@@ -16,6 +16,7 @@
 #include <boost/asio/strand.hpp>
 #include <caf/all.hpp>
 
+#include "troupe/actors/channel_service.hpp"
 #include "troupe/actors/chat_service.hpp"
 #include "troupe/actors/demo_model.hpp"
 #include "troupe/actors/health.hpp"
@@ -26,6 +27,7 @@
 #include "troupe/mock/mock_llm_server.hpp"
 #include "troupe/runtime/log.hpp"
 #include "troupe/storage/catalog_sync.hpp"
+#include "troupe/storage/channels.hpp"
 #include "troupe/storage/data_dir.hpp"
 #include "troupe/storage/database.hpp"
 #include "troupe/storage/repositories.hpp"
@@ -186,6 +188,7 @@ struct node::impl {
   std::unique_ptr<net::http_client> http;
   std::vector<std::unique_ptr<net::http_client>> shard_http;
   std::shared_ptr<chat_service> chat;
+  std::shared_ptr<channel_service> channels;
 
   std::mutex mutex;
   std::condition_variable stopped_cv;
@@ -301,6 +304,10 @@ struct node::impl {
                 synced->providers_created, synced->agents_created, synced->providers_updated,
                 synced->agents_updated);
     }
+    // The declared channels, after the agents they name.
+    if (auto declared = storage::sync_declared_channels(*conn, config.channels); !declared) {
+      return tl::unexpected(declared.error());
+    }
     auto reads = storage::read_pool::open(path, config.storage.read_connections);
     if (!reads) {
       return tl::unexpected(reads.error());
@@ -386,6 +393,9 @@ node::~node() {
     }
   }
   impl_->server.reset();
+  if (impl_->channels) {
+    impl_->channels->stop();
+  }
   if (impl_->chat) {
     impl_->chat->stop();
   }
@@ -537,26 +547,56 @@ expected<endpoint> node::start() {
   chat_options.tool_timeout = d.config.tools.timeout;
   chat_options.retention = d.config.api.run_retention;
   chat_options.journal_max_bytes = d.config.api.journal_max_bytes;
+  const auto shard_clients = chat_options.io.shard_http;
+  auto* const any_client = chat_options.io.http;
   d.chat = std::make_shared<chat_service>(*d.system, std::move(chat_options));
+  d.chat_facade = std::make_shared<chat_service_facade>(d.chat);
+  {
+    channel_service_options channel_options;
+    channel_options.writer = d.store_writer;
+    channel_options.reads = d.db_reads;
+    channel_options.catalog = d.catalog_rows;
+    channel_options.chat = d.chat_facade;
+    channel_options.secrets = d.secrets;
+    channel_options.declared = d.config.channels;
+    channel_options.environment = environment_snapshot();
+    channel_options.key_env = key_env_policy(d.config.secrets.allowed_env);
+    channel_options.http = any_client;
+    channel_options.shard_http = shard_clients;
+    channel_options.thread_idle = d.config.actors.conversation_idle;
+    d.channels = std::make_shared<channel_service>(*d.system, std::move(channel_options));
+  }
   // Runs accepted before the last stop but not started go back to their conversations
   // (on shard 0 with policy "shards": `io` has no threads then).
+  // Then the channels' journaled messages and unsent replies, which may wait for those runs.
   asio::co_spawn(d.aux_io(), d.chat->resume_queued_runs(),
-                 [](const std::exception_ptr& failure, std::size_t resumed) {
+                 [chat_io = d.aux_io().get_executor(),
+                  channels = d.channels](const std::exception_ptr& failure, std::size_t resumed) {
                    if (failure) {
                      log::error("resuming queued runs stopped by an exception");
                    } else if (resumed > 0) {
                      log::info("resumed {} queued run(s) from before the last stop", resumed);
                    }
+                   asio::co_spawn(chat_io, channels->recover(),
+                                  [](const std::exception_ptr& e, std::size_t handed) {
+                                    if (e) {
+                                      log::error("channel recovery stopped by an exception");
+                                    } else if (handed > 0) {
+                                      log::info("channels: handed back {} message(s) and "
+                                                "reply part(s) from before the last stop",
+                                                handed);
+                                    }
+                                  });
                  });
 
   d.store_facade =
       std::make_shared<store_writer_facade>(*d.system, d.store_writer, d.writer_backlog);
   d.health_facade = std::make_shared<health_actor_facade>(*d.system, d.health);
-  d.chat_facade = std::make_shared<chat_service_facade>(d.chat);
   net::router routes;
   if (d.frontend.add_routes) {
     node_services services;
     services.chat = d.chat_facade;
+    services.channels = d.channels;
     services.store = d.store_facade;
     services.health = d.health_facade;
     services.memory = d.memory;

@@ -22,6 +22,7 @@ expected<void> add_routes(net::router& routes, const actors::node_services& serv
   state->catalog = services.catalog;
   state->store = services.store;
   state->chat = services.chat;
+  state->channels = services.channels;
   state->memory = services.memory;
   state->config = config.api;
   state->declared_providers = config.providers;
@@ -59,6 +60,7 @@ expected<void> add_routes(net::router& routes, const actors::node_services& serv
   add_run_routes(table);
   add_openai_routes(table);
   add_memory_routes(table);
+  add_channel_routes(table);
   if (services.background) {
     start_ephemeral_expiry(state, services.background);
   }

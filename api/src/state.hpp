@@ -14,6 +14,7 @@
 
 #include <boost/asio/awaitable.hpp>
 
+#include "troupe/actors/channel_facade.hpp"
 #include "troupe/actors/chat_facade.hpp"
 #include "troupe/actors/memory_facade.hpp"
 #include "troupe/actors/store_facade.hpp"
@@ -44,6 +45,8 @@ struct api_state {
   std::shared_ptr<actors::store_facade> store;
   /// Starts and follows agent runs; null: the chat routes answer 503.
   std::shared_ptr<actors::chat_facade> chat;
+  /// Messaging channels' inbound webhooks; null: they answer 503.
+  std::shared_ptr<actors::channel_facade> channels;
   /// Changes of durable memory through each user's memory writer; null: straight to the
   /// store (the changes are still applied one at a time by the store_writer).
   std::shared_ptr<actors::memory_facade> memory;
@@ -147,5 +150,6 @@ void add_chat_routes(route_table& routes);
 void add_run_routes(route_table& routes);
 void add_openai_routes(route_table& routes);
 void add_memory_routes(route_table& routes);
+void add_channel_routes(route_table& routes);
 
 } // namespace troupe::api

@@ -96,6 +96,9 @@ struct turn_request {
   /// Set for a run recovered at start: its row and message are stored already, and it
   /// runs as a follow-up whatever the agent's queue policy.
   storage::row_id run_row = 0;
+  /// The policy for this message when a run is active; unset: the agent's (a channel
+  /// sets its own `queue_policy`).
+  std::optional<queue_policy> policy;
 };
 
 /// The conversation's interface.

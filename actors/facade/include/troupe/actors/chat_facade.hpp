@@ -20,6 +20,7 @@
 #include "troupe/actors/journal_entry.hpp"
 #include "troupe/actors/run_result.hpp"
 #include "troupe/net/http_server.hpp"
+#include "troupe/runtime/agent_config.hpp"
 #include "troupe/runtime/crypto.hpp"
 #include "troupe/runtime/error.hpp"
 #include "troupe/storage/records.hpp"
@@ -51,6 +52,9 @@ struct chat_submission {
   /// The caller waits for the result (`wait`) right after submitting: the run's journal
   /// stays for that wait even when it would leave at once (`api.run_retention_ms=0`).
   bool awaited = false;
+  /// How the message queues while a run is active; unset: the agent's queue policy (a
+  /// channel's `queue_policy` sets it).
+  std::optional<queue_policy> policy;
 };
 
 /// What actors/ keeps of a run behind a ticket (its journal, the conversation that took

@@ -11,6 +11,7 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
+#include "troupe/actors/channel_facade.hpp"
 #include "troupe/actors/chat_facade.hpp"
 #include "troupe/actors/health_facade.hpp"
 #include "troupe/actors/memory_facade.hpp"
@@ -30,6 +31,8 @@ namespace troupe::actors {
 /// the facades answer with errors once the node has stopped.
 struct node_services {
   std::shared_ptr<chat_facade> chat;
+  /// Messaging channels: inbound webhooks and their threads.
+  std::shared_ptr<channel_facade> channels;
   std::shared_ptr<store_facade> store;
   std::shared_ptr<health_facade> health;
   /// Changes of durable memory, through each user's memory writer.

@@ -1,0 +1,91 @@
+#pragma once
+
+/// \file
+/// The channel service: the channel facade over channel_thread actors. It finds a
+/// channel by name (its row, its secret, its adapter; cached until `forget`), verifies
+/// and decodes inbound requests with the adapter, journals every message (the journal's
+/// unique (channel, platform message id) row is the dedupe, across restarts too) and
+/// hands each new one to the actor of its (channel, thread key), spawned on first use
+/// and forgotten when it passivates. At start, `recover` hands back what a stop left:
+/// journaled messages not answered yet and outbox parts not sent yet.
+
+#include <map>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include <caf/fwd.hpp>
+
+#include "troupe/actors/channel_facade.hpp"
+#include "troupe/actors/channel_thread.hpp"
+#include "troupe/runtime/channel_config.hpp"
+#include "troupe/storage/secret_box.hpp"
+
+namespace troupe::actors {
+
+struct channel_service_options {
+  store_writer_actor writer;
+  std::shared_ptr<storage::read_pool> reads;
+  std::shared_ptr<storage::catalog_cache> catalog;
+  std::shared_ptr<chat_facade> chat;
+  /// Opens tokens stored sealed (channels created over the API); null: none can be.
+  std::shared_ptr<const storage::secret_box> secrets;
+  /// Channels declared in the config: their inline tokens never reach the database.
+  std::vector<channel_settings> declared;
+  /// Where `token_env` and friends are read, under `key_env`.
+  std::map<std::string, std::string> environment;
+  key_env_policy key_env;
+  net::http_client* http = nullptr;
+  std::shared_ptr<const std::vector<net::http_client*>> shard_http;
+  outbox_policy outbox;
+  std::chrono::milliseconds thread_idle{std::chrono::minutes(10)};
+};
+
+class channel_service final : public channel_facade {
+public:
+  channel_service(caf::actor_system& system, channel_service_options options);
+  ~channel_service() override;
+  channel_service(const channel_service&) = delete;
+  channel_service& operator=(const channel_service&) = delete;
+
+  boost::asio::awaitable<net::http_response> receive(std::string name,
+                                                     net::http_request request) override;
+  void forget(const std::string& name) override;
+
+  /// Start-up recovery (after the chat service resumed its queued runs): parts left
+  /// `sending` go back to `pending` (the platform may have them: see docs/channels.md),
+  /// every pending part goes to its thread, and every journaled message not answered yet
+  /// goes to its thread (one whose run was accepted waits for that run). Returns how many
+  /// messages and parts were handed back.
+  boost::asio::awaitable<std::size_t> recover();
+
+  /// Ends every thread actor; later requests are answered 503.
+  void stop();
+
+  /// The live thread actors by (channel id, thread key); shared with the actors, which
+  /// leave it when they passivate.
+  struct thread_registry;
+
+private:
+  /// The store writer, until `stop`.
+  store_writer_actor writer() const;
+  expected<std::shared_ptr<const live_channel>> channel(const std::string& name);
+  expected<std::shared_ptr<const live_channel>> channel_by_id(storage::row_id id);
+  expected<std::shared_ptr<const live_channel>> make_live(storage::channel_record record);
+  channel_thread_actor thread(const std::shared_ptr<const live_channel>& channel,
+                              const std::string& key);
+  /// Hands a journaled message to its thread, asking again when the actor it found
+  /// passivated meanwhile.
+  boost::asio::awaitable<expected<void>> hand_over(std::shared_ptr<const live_channel> channel,
+                                                   storage::inbound_record message);
+
+  caf::actor_system& system_;
+  channel_service_options options_;
+  std::shared_ptr<const channel_thread_context> context_;
+  std::shared_ptr<thread_registry> registry_;
+  std::mutex channels_mutex_;
+  std::map<std::string, std::shared_ptr<const live_channel>, std::less<>> channels_;
+};
+
+} // namespace troupe::actors

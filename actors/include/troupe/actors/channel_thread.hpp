@@ -1,0 +1,112 @@
+#pragma once
+
+/// \file
+/// The channel_thread actor: one per (channel, thread key). It takes the messages of its
+/// thread in the order they were journaled, binds the thread to a conversation once (the
+/// actor is the only one creating it, so messages that arrive together never create
+/// two), hands each message to that conversation (which applies the channel's queue
+/// policy while a run is active), and sends each run's final answer through the outbox:
+/// every part is recorded (pending) before anything is sent, claimed (`sending`) right
+/// before the send, and marked sent or failed after it; a failure is retried after the
+/// platform's retry_after (or a doubling back-off) until the attempts run out, and then
+/// the part is dead-lettered (visible over the API).
+///
+/// Where it runs: on a shard (homed by its key); database reads go through the read
+/// pool, writes through the store_writer, I/O through the bridge (start_io).
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <caf/all.hpp>
+
+#include "troupe/actors/bridge.hpp"
+#include "troupe/actors/chat_facade.hpp"
+#include "troupe/actors/store_writer.hpp"
+#include "troupe/net/channel/adapter.hpp"
+#include "troupe/net/http_client.hpp"
+#include "troupe/runtime/channel_config.hpp"
+#include "troupe/storage/catalog_cache.hpp"
+#include "troupe/storage/channels.hpp"
+#include "troupe/storage/database.hpp"
+
+namespace troupe::actors {
+
+/// What the outbox does with a part that cannot be sent at once.
+struct outbox_policy {
+  /// Attempts per part before it is dead-lettered.
+  std::int64_t max_attempts = 6;
+  /// The wait after a failure when the platform names none: first, then doubling.
+  std::chrono::milliseconds first_backoff{1'000};
+  std::chrono::milliseconds max_backoff{300'000};
+  /// The deadline of one send.
+  std::chrono::milliseconds send_timeout{15'000};
+};
+
+/// A channel as its threads use it: its row and the adapter speaking its platform.
+struct live_channel {
+  storage::channel_record record;
+  std::shared_ptr<net::channel::channel_adapter> adapter;
+  session_scope scope = session_scope::thread;
+  queue_policy queue = queue_policy::followup;
+};
+
+/// What every thread of a channel service shares.
+struct channel_thread_context {
+  caf::actor_system* system = nullptr;
+  store_writer_actor writer;
+  std::shared_ptr<storage::read_pool> reads;
+  std::shared_ptr<storage::catalog_cache> catalog;
+  std::shared_ptr<chat_facade> chat;
+  /// Sends run on the calling shard's client (`shard_http`), else on `http`.
+  net::http_client* http = nullptr;
+  std::shared_ptr<const std::vector<net::http_client*>> shard_http;
+  outbox_policy outbox;
+  /// A thread without work for this long leaves memory (its state is in SQLite).
+  std::chrono::milliseconds idle_ttl{std::chrono::minutes(10)};
+
+  net::http_client* http_here() const noexcept;
+};
+
+struct channel_thread_spec {
+  std::shared_ptr<const live_channel> channel;
+  std::string thread_key;
+  std::shared_ptr<const channel_thread_context> context;
+  /// Called when the actor passivates, so its owner forgets it.
+  std::function<void(const caf::actor_addr&)> on_exit;
+};
+
+/// A journaled message for the thread.
+using inbound_atom = caf::atom_constant<caf::atom("inbound")>;
+/// Parts of the outbox to send (start-up recovery), or the retry timer.
+using outbox_atom = caf::atom_constant<caf::atom("outbox")>;
+/// The thread's own idle timer.
+using thread_idle_atom = caf::atom_constant<caf::atom("thr_idle")>;
+/// Shutdown: finish recording the send in flight, take nothing more, quit.
+using drain_atom = caf::atom_constant<caf::atom("drain")>;
+
+/// The interface:
+///   (inbound_atom, inbound_record) -> bool
+///                                    a journaled message of this thread, not seen before,
+///                                    taken (true); recovered at start with status
+///                                    "processing", its run was accepted before: its
+///                                    result is awaited, the message not handed over again
+///   (outbox_atom, outbox_record)     a part recorded before a restart, to send
+///   (outbox_atom)                    the retry timer
+///   (thread_idle_atom, generation)   passivates when nothing happened since
+///   (drain_atom) -> bool             answered (and the actor quits) once no send is in
+///                                    flight: its outcome is recorded before a stop
+using channel_thread_actor =
+    caf::typed_actor<caf::replies_to<inbound_atom, storage::inbound_record>::with<bool>,
+                     caf::reacts_to<outbox_atom, storage::outbox_record>,
+                     caf::reacts_to<outbox_atom>, caf::reacts_to<thread_idle_atom, std::uint64_t>,
+                     caf::replies_to<drain_atom>::with<bool>, io_completion_handler>;
+
+channel_thread_actor spawn_channel_thread(caf::actor_system& system, channel_thread_spec spec);
+
+} // namespace troupe::actors
+
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::storage::inbound_record)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::storage::outbox_record)
