@@ -67,6 +67,9 @@ void channel_service::stop() {
   std::map<thread_registry::key, channel_thread_actor> threads;
   {
     std::lock_guard lock(registry_->mutex);
+    if (registry_->stopped) {
+      return; // stopped by the node already: the actor system may be gone by now
+    }
     registry_->stopped = true;
     threads.swap(registry_->threads);
     // Routes keep this service after the actor system is gone: no handle may outlive it
@@ -83,6 +86,9 @@ void channel_service::stop() {
   // a part the platform has would be sent again after the restart); the store writer
   // is still up. Called on a thread that is not a shard (the node's stop), while the
   // shards run.
+  if (threads.empty()) {
+    return;
+  }
   caf::scoped_actor self(system_);
   for (auto& [key, actor] : threads) {
     self->request(actor, drain_timeout, drain_atom::value)
