@@ -14,6 +14,7 @@
 #include "troupe/runtime/crypto.hpp"
 #include "troupe/runtime/log.hpp"
 #include "troupe/runtime/settings.hpp"
+#include "troupe/storage/context_summaries.hpp"
 #include "troupe/storage/provider_key.hpp"
 #include "troupe/storage/repositories.hpp"
 
@@ -43,26 +44,6 @@ expected<std::vector<std::string>> parse_tools(const std::string& json) {
       return fail(errc::invalid_argument, "tools_json holds a non-string");
     }
     out.emplace_back(name);
-  }
-  return out;
-}
-
-std::vector<chat_message> history_of(const std::vector<storage::message_record>& rows,
-                                     std::size_t limit) {
-  std::vector<chat_message> out;
-  for (const auto& m : rows) {
-    // Tool rounds stay out of later prompts: their call/result pairs belong to their run.
-    if (!m.tool_calls_json.empty() || m.content.empty()) {
-      continue;
-    }
-    if (m.role == "user") {
-      out.push_back(chat_message{chat_role::user, m.content, {}, {}, {}});
-    } else if (m.role == "assistant") {
-      out.push_back(chat_message{chat_role::assistant, m.content, {}, {}, {}});
-    }
-  }
-  if (out.size() > limit) {
-    out.erase(out.begin(), out.end() - static_cast<std::ptrdiff_t>(limit));
   }
   return out;
 }
@@ -209,6 +190,7 @@ chat_service::conversation_spec_from(const storage::conversation_record& convers
   spec.agent_row = agent.id;
   spec.agent = std::move(*settings);
   spec.agent.history_max_tokens = options_.history_max_tokens;
+  spec.agent.compression = options_.compression;
   spec.provider = std::move(config);
   // Created by the first tool that uses it (workspace::open), on the blocking pool: a
   // conversation that never touches a file costs no directory.
@@ -252,23 +234,21 @@ expected<conversation_actor> chat_service::make_conversation(caf::actor_system& 
   if (!agent) {
     return tl::unexpected(agent.error());
   }
-  const auto limit = static_cast<std::int64_t>(options_.history_messages * 4 + 8);
-  auto messages = reads.with(
-      [&](storage::connection& c) { return storage::list_messages(c, conversation->id, limit); });
-  if (!messages) {
-    return tl::unexpected(messages.error());
-  }
   // A queued run's message is its objective when it runs, not history before it.
   auto queued = reads.with(
       [&](storage::connection& c) { return storage::queued_run_ids(c, conversation->id); });
   if (!queued) {
     return tl::unexpected(queued.error());
   }
-  std::erase_if(*messages, [&](const storage::message_record& m) {
-    return m.run_id && std::find(queued->begin(), queued->end(), *m.run_id) != queued->end();
+  // From the newest summary, when it has one, within the earlier turns' budget (issue 16).
+  auto history = reads.with([&](storage::connection& c) {
+    return storage::load_prompt_history(c, conversation->id, options_.history_messages,
+                                        options_.history_max_tokens, *queued);
   });
-  auto spec = conversation_spec_from(*conversation, *agent,
-                                     history_of(*messages, options_.history_messages));
+  if (!history) {
+    return tl::unexpected(history.error());
+  }
+  auto spec = conversation_spec_from(*conversation, *agent, std::move(history->messages));
   if (!spec) {
     return tl::unexpected(spec.error());
   }

@@ -2,6 +2,7 @@
 #include "troupe/actors/shard_scheduler.hpp"
 
 #include <algorithm>
+#include <cctype>
 #include <deque>
 #include <functional>
 #include <map>
@@ -13,6 +14,7 @@
 #include "troupe/actors/bridge.hpp"
 #include "troupe/actors/run_journal.hpp"
 #include "troupe/runtime/crypto.hpp"
+#include "troupe/runtime/prompt/compression.hpp"
 #include "troupe/storage/file_store.hpp"
 #include "troupe/storage/repositories.hpp"
 #include "troupe/storage/write_op.hpp"
@@ -29,6 +31,17 @@ constexpr std::size_t max_artifact_bytes = std::size_t{256} << 20;
 constexpr auto artifact_copy_timeout = std::chrono::seconds(60);
 // How long a conversation waits for a run beyond the run's own deadline.
 constexpr auto run_grace = std::chrono::seconds(30);
+
+/// `/compact` (issue 16): the message asks to compress the conversation's prompt now.
+bool is_compact_command(std::string_view text) {
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())) != 0) {
+    text.remove_prefix(1);
+  }
+  while (!text.empty() && std::isspace(static_cast<unsigned char>(text.back())) != 0) {
+    text.remove_suffix(1);
+  }
+  return text == "/compact";
+}
 
 /// A message waiting for its run, with everyone who waits for its answer.
 struct pending_turn {
@@ -114,14 +127,27 @@ std::optional<error> pending_refusal(const conversation_state& st) {
                            st.spec.id, pending)};
 }
 
+/// Cuts `history` to `limit` messages, the oldest first; a compression summary and the
+/// head before it stay (they stand for everything older).
+void trim_history(std::vector<chat_message>& history, std::size_t limit) {
+  if (history.size() <= limit) {
+    return;
+  }
+  auto excess = history.size() - limit;
+  auto from = history.begin();
+  const auto summary = std::find_if(history.begin(), history.end(),
+                                    [](const chat_message& m) { return prompt::is_summary(m); });
+  if (summary != history.end()) {
+    from = summary + 1;
+    excess = std::min<std::size_t>(excess, static_cast<std::size_t>(history.end() - from));
+  }
+  history.erase(from, from + static_cast<std::ptrdiff_t>(excess));
+}
+
 void remember(conversation_self self, chat_message m) {
   auto& st = self->state;
   st.history.push_back(std::move(m));
-  if (st.history.size() > st.spec.history_limit) {
-    st.history.erase(st.history.begin(),
-                     st.history.begin() +
-                         static_cast<std::ptrdiff_t>(st.history.size() - st.spec.history_limit));
-  }
+  trim_history(st.history, st.spec.history_limit);
 }
 
 void schedule_idle(conversation_self self) {
@@ -323,7 +349,14 @@ void on_run_done(conversation_self self, run_result result) {
     result.error = fmt::format("the message was not stored, so it did not run: {}",
                                *st.current_turn.store_failure);
   }
-  if (result.status == storage::run_status::succeeded) {
+  if (result.compressed_history) {
+    // The run compressed the history (its summary is stored): later turns start from it.
+    st.history = std::move(*result.compressed_history);
+    result.compressed_history.reset();
+  }
+  // `/compact` and its answer are about the prompt, not part of the conversation's.
+  if (result.status == storage::run_status::succeeded &&
+      !is_compact_command(st.current_turn.text)) {
     remember(self, chat_message{chat_role::user, st.current_turn.text, {}, {}, {}});
     remember(self, chat_message{chat_role::assistant, result.text, {}, {}, {}});
   }
@@ -361,6 +394,7 @@ void launch(conversation_self self) {
   spec.provider = st.spec.provider;
   spec.history = st.history;
   spec.objective = st.current_turn.text;
+  spec.compact_only = is_compact_command(st.current_turn.text);
   spec.workspace = st.spec.workspace;
   spec.tool_timeout = st.spec.tool_timeout;
   spec.io = st.spec.io;
@@ -657,11 +691,7 @@ conversation_actor::behavior_type conversation_behavior(conversation_self self,
     self->state.unstored_row = std::make_shared<storage::row_id>(0);
   }
   self->state.history = std::move(self->state.spec.history);
-  if (self->state.history.size() > self->state.spec.history_limit) {
-    self->state.history.erase(self->state.history.begin(),
-                              self->state.history.end() -
-                                  static_cast<std::ptrdiff_t>(self->state.spec.history_limit));
-  }
+  trim_history(self->state.history, self->state.spec.history_limit);
   schedule_idle(self);
   // Told to exit (shutdown): cancel the active run, so it ends now rather than at its
   // deadline (an actor system waits for every actor before it stops).

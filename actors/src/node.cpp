@@ -544,6 +544,7 @@ expected<endpoint> node::start() {
   chat_options.history_messages = d.config.actors.history_messages;
   chat_options.max_pending = d.config.actors.max_pending;
   chat_options.history_max_tokens = d.config.actors.history_max_tokens;
+  chat_options.compression = d.config.compression;
   chat_options.tool_timeout = d.config.tools.timeout;
   chat_options.retention = d.config.api.run_retention;
   chat_options.journal_max_bytes = d.config.api.journal_max_bytes;

@@ -8,6 +8,7 @@
 
 #include "run_state.hpp"
 #include "troupe/runtime/json_writer.hpp"
+#include "troupe/runtime/prompt/compression.hpp"
 #include "troupe/runtime/prompt/token_estimate.hpp"
 #include "troupe/storage/write_op.hpp"
 #include "troupe/tools/control_tools.hpp"
@@ -54,6 +55,11 @@ void finish_run(run_self self, storage::run_status status, std::string text, std
   st.result.llm_calls = st.llm_calls;
   st.result.model = st.model;
   st.result.artifacts = st.ledger.artifacts();
+  if (st.compressed) {
+    st.result.compressed_history.emplace(
+        st.messages.begin(), st.messages.begin() + static_cast<std::ptrdiff_t>(std::min(
+                                                       st.objective_index, st.messages.size())));
+  }
   json_writer w;
   w.begin_object();
   switch (status) {
@@ -236,6 +242,23 @@ void start_run(run_self self) {
   }
   self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(st.spec.agent.timeout),
                      deadline_atom::value);
+  (void)st.blocks.declare(prompt::compression_note_block);
+  if (st.spec.compact_only) {
+    // `/compact`: the history is compressed now and the answer says how; no LLM round.
+    compress_context(self, true, [self](compression_done d) {
+      if (self->state.finished) {
+        return;
+      }
+      complete_run(self, d.summarised
+                             ? fmt::format("Compressed {} earlier messages into a summary of {} "
+                                           "tokens ({} characters); the prompt went from {} "
+                                           "to {} estimated tokens.",
+                                           d.messages_covered, d.summary_tokens, d.summary_chars,
+                                           d.tokens_before, d.tokens_after)
+                             : fmt::format("Nothing was compressed: {}.", d.skipped));
+    });
+    return;
+  }
   // The user's memories first (when the run recalls any), then the first round.
   recall_memory(self);
 }

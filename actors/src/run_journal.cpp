@@ -447,6 +447,7 @@ std::string_view journal_event_name(run_event_type type) noexcept {
       return "harness";
     case run_event_type::action_started:
     case run_event_type::action_finished:
+    case run_event_type::context_compressed:
       return "step";
     case run_event_type::run_started:
     case run_event_type::run_completed:

@@ -21,6 +21,9 @@ namespace troupe::actors::detail {
 
 namespace {
 
+/// Sends the round's request (once the history is compressed, when it had to be).
+void send_round(run_self self);
+
 // -- the coroutine (never touches actor state: everything arrives as parameters) -------
 
 /// Text deltas decoded from one network read, sent to the run as one message: the
@@ -175,6 +178,17 @@ void next_round(run_self self) {
     st.messages.push_back(chat_message{chat_role::user, std::move(text), {}, {}, {}});
   }
   st.steered.clear();
+  // The history is compressed first when it has grown past the trigger.
+  compress_context(self, false, [self](const compression_done&) { send_round(self); });
+}
+
+namespace {
+
+void send_round(run_self self) {
+  auto& st = self->state;
+  if (st.finished) {
+    return;
+  }
   completion_request request;
   request.model = st.model;
   request.stream = true;
@@ -220,6 +234,8 @@ void next_round(run_self self) {
                });
   *id = track(self, std::move(task));
 }
+
+} // namespace
 
 void on_delta(run_self self, int round, std::string text) {
   auto& st = self->state;

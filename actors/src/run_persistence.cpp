@@ -110,6 +110,9 @@ void on_run_row(run_self self, storage::row_id row, storage::row_id conversation
   for (auto& make : deferred) {
     write(self, make(row, st.spec.conversation_row));
   }
+  for (auto& waiter : std::exchange(st.row_waiters, {})) {
+    waiter(true);
+  }
   if (st.outcome_waits_for_row) {
     report_outcome(self);
   }

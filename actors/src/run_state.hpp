@@ -12,6 +12,8 @@
 ///   run_plan_tool.cpp    the plan tool, executed inside the actor
 ///   run_persistence.cpp  events to the subscriber, steps and messages to the writer
 ///   run_memory.cpp       the memory block: recall before the first round, `used` evidence
+///   run_compression.cpp  context compression before a round: pruning, the summary call,
+///                        the stored summary (issue 16)
 /// Only the coroutines (the LLM call, the tools) run elsewhere: on the io executor,
 /// started through the bridge, with everything they need passed as parameters.
 
@@ -93,6 +95,15 @@ struct run_state {
   std::size_t tool_tokens = 0;
   /// Messages the last round's prompt left out (a step is recorded when it changes).
   std::size_t dropped_messages = 0;
+  /// Context compression (run_compression.cpp): a summary call is in flight; the
+  /// summariser failed in this run (it is not asked again, pruning goes on); the prompt
+  /// was compressed (the result carries the history).
+  bool summarising = false;
+  bool summariser_failed = false;
+  bool compressed = false;
+  /// Called once the pending run row is known (true) or failed (false), after the
+  /// deferred writes were sent.
+  std::vector<std::function<void(bool)>> row_waiters;
   std::map<std::string, tools::argument_schema, std::less<>> schemas;
   std::string model;
   bool on_fallback = false;
@@ -181,6 +192,32 @@ tools::tool_result run_plan_tool(harness::plan_state& plan, std::string_view arg
 /// `used` evidence row per item, then starts the first LLM round. A failed recall is
 /// logged and the run goes on without the block.
 void recall_memory(run_self self);
+
+// -- run_compression.cpp ---------------------------------------------------------------
+
+/// What a compression did, for its caller.
+struct compression_done {
+  /// The middle was summarised (and the summary stored).
+  bool summarised = false;
+  /// Tool outputs pruned.
+  std::size_t pruned = 0;
+  std::size_t tokens_before = 0;
+  std::size_t tokens_after = 0;
+  std::size_t messages_covered = 0;
+  std::size_t summary_tokens = 0;
+  std::size_t summary_chars = 0;
+  /// Why nothing was summarised: the plan's reason, or the summariser's failure.
+  std::string skipped;
+};
+
+/// Compresses the prompt's history when the plan says so (always with `force`, for
+/// `/compact`): prunes old tool outputs, then has the agent's fast model summarise the
+/// middle, stores the summary and only then replaces the middle with it. `then` runs
+/// once that is done (at once when no summary is needed); a failure leaves the history
+/// as it was (pruned) and is a recorded step.
+void compress_context(run_self self, bool force, std::function<void(compression_done)> then);
+/// The system note's slot, set while the history holds a summary.
+void note_compression(run_state& st);
 
 // -- run_persistence.cpp ---------------------------------------------------------------
 

@@ -9,6 +9,9 @@
 #include "lifecycle.hpp"
 #include "state.hpp"
 #include "troupe/runtime/json_writer.hpp"
+#include "troupe/runtime/prompt/compression.hpp"
+#include "troupe/runtime/prompt/token_estimate.hpp"
+#include "troupe/storage/context_summaries.hpp"
 #include "troupe/storage/repositories.hpp"
 
 namespace troupe::api {
@@ -154,6 +157,51 @@ asio::awaitable<http_response> conversation_messages(state_ptr state, request_co
                         });
 }
 
+/// What the conversation's next prompt would carry of its history (issue 16): the
+/// summary it starts from, the messages kept, and their estimate. Only the prompt is
+/// compressed: `/messages` lists every message.
+asio::awaitable<http_response> conversation_context(state_ptr state, request_context& ctx,
+                                                    api_caller caller) {
+  auto conv = own_conversation(state, ctx, caller);
+  if (!conv) {
+    co_return not_found("conversation");
+  }
+  auto queued = read(state, [&](auto& c) { return storage::queued_run_ids(c, conv->id); });
+  if (!queued) {
+    co_return error_response(queued.error());
+  }
+  auto history = read(state, [&](auto& c) {
+    return storage::load_prompt_history(c, conv->id, state->history_messages,
+                                        state->history_max_tokens, *queued);
+  });
+  if (!history) {
+    co_return error_response(history.error());
+  }
+  json_writer w;
+  w.begin_object().key("conversation_id").value(conv->uuid);
+  w.key("summary");
+  if (history->summary) {
+    const auto& s = *history->summary;
+    w.begin_object().key("text").value(s.summary);
+    w.key("tokens").value(prompt::estimate_tokens(s.summary));
+    w.key("messages_covered").value(s.covered_messages);
+    w.key("tokens_before").value(s.tokens_before).key("model").value(s.model);
+    w.key("created_at").value(s.created_at).end_object();
+  } else {
+    w.value(nullptr);
+  }
+  w.key("messages").begin_array();
+  for (const auto& m : history->messages) {
+    w.begin_object().key("role").value(to_string(m.role)).key("content").value(m.content);
+    w.key("summary").value(prompt::is_summary(m)).end_object();
+  }
+  w.end_array();
+  w.key("estimated_tokens").value(history->estimated_tokens);
+  w.key("history_max_tokens").value(state->history_max_tokens);
+  w.end_object();
+  co_return http_response::json(200, std::move(w).str());
+}
+
 asio::awaitable<http_response> delete_conversation(state_ptr state, request_context& ctx,
                                                    api_caller caller) {
   auto conv = own_conversation(state, ctx, caller);
@@ -185,6 +233,8 @@ void add_conversation_routes(route_table& routes) {
   routes.add(http_method::get, "/api/v1/conversations/{id}", api_access::user, &get_conversation);
   routes.add(http_method::get, "/api/v1/conversations/{id}/messages", api_access::user,
              &conversation_messages);
+  routes.add(http_method::get, "/api/v1/conversations/{id}/context", api_access::user,
+             &conversation_context);
   routes.add(http_method::del, "/api/v1/conversations/{id}", api_access::user,
              &delete_conversation);
 }

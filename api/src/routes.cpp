@@ -25,6 +25,8 @@ expected<void> add_routes(net::router& routes, const actors::node_services& serv
   state->channels = services.channels;
   state->memory = services.memory;
   state->config = config.api;
+  state->history_messages = config.actors.history_messages;
+  state->history_max_tokens = config.actors.history_max_tokens;
   state->declared_providers = config.providers;
   state->data_dir = config.data_dir;
   state->link_secret = std::move(*secret);

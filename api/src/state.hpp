@@ -51,6 +51,10 @@ struct api_state {
   /// store (the changes are still applied one at a time by the store_writer).
   std::shared_ptr<actors::memory_facade> memory;
   api_settings config;
+  /// How a conversation's earlier turns are loaded into a prompt (`actors.history_messages`,
+  /// `actors.history_max_tokens`), for the context route.
+  std::size_t history_messages = 100;
+  std::uint32_t history_max_tokens = 0;
   /// Providers declared in the config: their inline keys never reach the database.
   std::vector<provider_settings> declared_providers;
   std::filesystem::path data_dir;

@@ -26,6 +26,8 @@ std::string_view to_string(run_event_type t) noexcept {
       return "action.finished";
     case run_event_type::harness:
       return "harness";
+    case run_event_type::context_compressed:
+      return "context.compressed";
   }
   return "unknown";
 }

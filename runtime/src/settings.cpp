@@ -50,6 +50,18 @@ expected<double> parse_rate(std::string_view text) {
   return value;
 }
 
+// A share: a number above 0 and at most 1.
+expected<double> parse_fraction(std::string_view text) {
+  double value = 0;
+  const auto* end = text.data() + text.size();
+  const auto [ptr, ec] = std::from_chars(text.data(), end, value);
+  if (ec != std::errc{} || ptr != end || text.empty() || !(value > 0) || value > 1) {
+    return fail(errc::invalid_argument,
+                fmt::format("'{}' is not a share of the window (above 0, at most 1)", text));
+  }
+  return value;
+}
+
 std::string join_commas(const std::vector<std::string>& items) {
   std::string out;
   for (const auto& item : items) {
@@ -438,6 +450,33 @@ const std::vector<setting_spec>& specs() {
         "most bytes a workspace may hold; a write or edit past it fails (0: no cap)",
         [](settings& s) -> std::uint64_t& { return s.tools.workspace_max_bytes; }, std::uint64_t{0},
         std::uint64_t{1} << 50));
+    t.push_back(make_spec(
+        "compression.trigger",
+        "share of the model's context window the estimated prompt reaches before it is "
+        "compressed (above 0, at most 1)",
+        [](settings& s, std::string_view text) -> expected<void> {
+          auto v = parse_fraction(text);
+          if (!v) {
+            return tl::unexpected(v.error());
+          }
+          s.compression.trigger = *v;
+          return {};
+        },
+        [](const settings& s) { return fmt::format("{}", s.compression.trigger); }));
+    t.push_back(integer_spec<std::size_t>(
+        "compression.protect_head",
+        "messages at the start of a conversation that compression always keeps",
+        [](settings& s) -> std::size_t& { return s.compression.protect_head; }, std::size_t{0},
+        std::size_t{1'000}));
+    t.push_back(integer_spec<std::size_t>(
+        "compression.protect_tail", "newest messages that compression always keeps",
+        [](settings& s) -> std::size_t& { return s.compression.protect_tail; }, std::size_t{0},
+        std::size_t{10'000}));
+    t.push_back(integer_spec<std::size_t>(
+        "compression.min_middle",
+        "the fewest messages between the kept head and tail that are worth summarising",
+        [](settings& s) -> std::size_t& { return s.compression.min_middle; }, std::size_t{1},
+        std::size_t{10'000}));
     t.push_back(integer_spec<unsigned>(
         "blocking.threads",
         "threads for work that may block (tools' file work, off the I/O threads)",

@@ -470,6 +470,27 @@ CREATE INDEX outbox_status ON outbox(status, id);
 CREATE INDEX outbox_channel ON outbox(channel_id, status, id);
 )sql";
 
+// Version 9: context compression (issue 16). The summaries that stand for a
+// conversation's earlier turns in its prompts (storage/context_summaries.hpp); the
+// messages they cover stay. Deleted with the conversation.
+constexpr std::string_view schema_v9 = R"sql(
+CREATE TABLE IF NOT EXISTS context_summaries (
+  id INTEGER PRIMARY KEY,
+  conversation_id INTEGER NOT NULL REFERENCES conversations(id) ON DELETE CASCADE,
+  run_id INTEGER NOT NULL,
+  summary TEXT NOT NULL,
+  head_messages INTEGER NOT NULL DEFAULT 0,
+  tail_messages INTEGER NOT NULL DEFAULT 0,
+  covered_messages INTEGER NOT NULL DEFAULT 0,
+  tokens_before INTEGER NOT NULL DEFAULT 0,
+  tokens_after INTEGER NOT NULL DEFAULT 0,
+  model TEXT NOT NULL DEFAULT '',
+  created_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS context_summaries_conversation
+  ON context_summaries(conversation_id, id);
+)sql";
+
 struct migration {
   int version;
   std::string_view description;
@@ -494,6 +515,7 @@ const std::vector<migration>& migrations() {
       {7, "pinned memories index", [](connection& c) { return c.exec(schema_v7); }},
       {8, "channels, threads, inbound journal and outbox",
        [](connection& c) { return c.exec(schema_v8); }},
+      {9, "context summaries", [](connection& c) { return c.exec(schema_v9); }},
   };
   return list;
 }

@@ -49,3 +49,40 @@ TEST_CASE("the bounds refuse values out of range", "[runtime][settings]") {
   CHECK(apply_setting(s, "storage.writer_max_queue", "0"));
   CHECK(s.storage.writer_max_queue == 0);
 }
+
+TEST_CASE("the compression settings default to the issue's values, are read from "
+          "[compression] and refuse values out of range",
+          "[runtime][settings][compression]") {
+  const settings defaults;
+  CHECK(defaults.compression.trigger == 0.5);
+  CHECK(defaults.compression.protect_head == 1);
+  CHECK(defaults.compression.protect_tail == 20);
+  CHECK(defaults.compression.min_middle == 5);
+
+  auto s = apply_toml({},
+                      "[compression]\ntrigger = 0.75\nprotect_head = 2\nprotect_tail = 8\n"
+                      "min_middle = 3\n",
+                      "test.toml");
+  REQUIRE(s);
+  CHECK(s->compression.trigger == 0.75);
+  CHECK(s->compression.protect_head == 2);
+  CHECK(s->compression.protect_tail == 8);
+  CHECK(s->compression.min_middle == 3);
+  auto again = apply_toml({}, to_toml(*s), "printed");
+  REQUIRE(again);
+  CHECK(again->compression.trigger == 0.75);
+  CHECK(again->compression.protect_tail == 8);
+
+  settings t;
+  CHECK_FALSE(apply_setting(t, "compression.trigger", "0"));
+  CHECK_FALSE(apply_setting(t, "compression.trigger", "1.5"));
+  CHECK_FALSE(apply_setting(t, "compression.trigger", "half"));
+  CHECK_FALSE(apply_setting(t, "compression.min_middle", "0"));
+  CHECK_FALSE(apply_setting(t, "compression.protect_tail", "-1"));
+  CHECK(apply_setting(t, "compression.trigger", "1"));
+  CHECK(t.compression.trigger == 1.0);
+  CHECK(apply_setting(t, "compression.protect_head", "0"));
+  CHECK(t.compression.protect_head == 0);
+  // An unknown key of the table is an error, as everywhere.
+  CHECK_FALSE(apply_toml({}, "[compression]\ntriger = 0.5\n", "typo.toml"));
+}

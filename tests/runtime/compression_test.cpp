@@ -315,3 +315,21 @@ TEST_CASE("a loaded conversation keeps its newest turns whole and older ones as 
   CHECK(small.messages.back().content.starts_with("a11"));
   CHECK(small.rows.back() == 111);
 }
+
+TEST_CASE("a tool output pruned by an earlier round is not pruned again",
+          "[runtime][compression]") {
+  auto h = tool_turns(12, 1, 3000);
+  std::size_t tokens = 0;
+  for (const auto& m : h) {
+    tokens += estimate_tokens(m);
+  }
+  auto in = input_for(h, tokens * 2);
+  const auto first = plan_compression(in);
+  REQUIRE_FALSE(first.prune.empty());
+  apply_pruning(h, first);
+  in.history = h;
+  in.force = true;
+  const auto second = plan_compression(in);
+  CHECK(second.prune.empty());
+  CHECK(second.pruned_tokens == second.estimated_tokens);
+}

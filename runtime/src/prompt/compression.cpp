@@ -63,6 +63,9 @@ std::size_t char_count(std::string_view text) noexcept {
   return n;
 }
 
+/// What follows the kept text of a pruned tool output (see `cut_text`).
+constexpr std::string_view pruned_marker = " …[tool output pruned cut:";
+
 /// `text` cut to `chars` characters, with a marker saying how many more there were.
 /// Reads the text past the cut once (to count it); shorter text is returned as it is.
 std::string cut_text(std::string_view text, std::size_t chars, std::string_view what) {
@@ -217,8 +220,13 @@ compression_plan plan_compression(const compression_input& input) {
     if (is_summary(m)) {
       plan.previous_summary = i;
     }
-    if (m.role != chat_role::tool ||
-        prefix_bytes(m.content, pruned_tool_output_chars) == m.content.size()) {
+    if (m.role != chat_role::tool) {
+      continue;
+    }
+    const auto kept = prefix_bytes(m.content, pruned_tool_output_chars);
+    // Short, or pruned already (by an earlier round): nothing to cut.
+    if (kept == m.content.size() ||
+        std::string_view(m.content).substr(kept).starts_with(pruned_marker)) {
       continue;
     }
     // The estimate of the pruned message, without copying the message.

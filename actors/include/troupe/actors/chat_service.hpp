@@ -53,6 +53,8 @@ struct chat_service_options {
   /// Estimated tokens of earlier turns a round's prompt carries
   /// (`actors.history_max_tokens`); 0: only the context window bounds them.
   std::uint32_t history_max_tokens = 0;
+  /// When a run compresses its prompt (`[compression]`).
+  compression_settings compression;
   std::chrono::milliseconds tool_timeout = default_tool_timeout;
   std::chrono::milliseconds retention{std::chrono::minutes(15)};
   /// Finished runs kept for replay at most, whatever the retention (oldest go first).

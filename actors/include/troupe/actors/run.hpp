@@ -130,6 +130,9 @@ struct run_spec {
   std::vector<std::string> blocked_tools;
   /// Use the agent's fast model (sub-agent tasks with model "fast").
   bool use_fast_model = false;
+  /// `/compact` (issue 16): compress the history now, whatever its size, and answer with
+  /// the summary's size; no LLM round runs.
+  bool compact_only = false;
   /// Persist the objective as a user message (false when the caller already has).
   bool persist_user_message = true;
   std::filesystem::path workspace;

@@ -120,6 +120,19 @@ enum class queue_policy {
 std::string_view to_string(queue_policy p) noexcept;
 expected<queue_policy> parse_queue_policy(std::string_view name);
 
+/// When and how much of a conversation's prompt is compressed (`[compression]` of the
+/// settings, issue 16; the same for every agent of a node). See prompt/compression.hpp.
+struct compression_settings {
+  /// Compress once the estimated prompt reaches this share of the context window.
+  double trigger = 0.50;
+  /// Messages at the start that always stay (widened to keep a tool call with its results).
+  std::size_t protect_head = 1;
+  /// Messages at the end that always stay (widened the same way).
+  std::size_t protect_tail = 20;
+  /// The fewest messages between head and tail worth summarising.
+  std::size_t min_middle = 5;
+};
+
 /// One agent.
 struct agent_settings {
   std::string name;
@@ -138,6 +151,8 @@ struct agent_settings {
   /// carries (`actors.history_max_tokens`, set by the node for every agent); 0: only the
   /// context window bounds them.
   std::uint32_t history_max_tokens = 0;
+  /// When a run compresses its prompt (`[compression]`, set by the node for every agent).
+  compression_settings compression;
   /// Runs recall the user's memories into a `<memory_context>` block (issue 15).
   bool memory = true;
   /// The agent is trusted: what it proposes is written active (sensitive content still

@@ -36,6 +36,9 @@ enum class run_event_type {
   action_finished,
   /// A harness decision; the name is the step name (validate_pre_final, …).
   harness,
+  /// Earlier turns of the prompt were summarised (data: round, tokens_before,
+  /// tokens_after, messages_covered, summary_tokens, model, updated_previous).
+  context_compressed,
 };
 
 /// One event.

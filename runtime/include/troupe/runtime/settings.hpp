@@ -185,6 +185,8 @@ struct settings {
   tool_settings tools;
   blocking_settings blocking;
   secrets_settings secrets;
+  /// `[compression]`: when a conversation's prompt is compressed (issue 16).
+  compression_settings compression;
   /// `[[providers]]` entries of the config file.
   std::vector<provider_settings> providers;
   /// `[[agents]]` entries of the config file.

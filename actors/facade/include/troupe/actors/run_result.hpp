@@ -4,6 +4,7 @@
 /// How a run ended, as a value: what the run actor answers, what a journal keeps for
 /// replay, and what the HTTP layer serializes. CAF-free, so `api/` can read it.
 
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -42,6 +43,10 @@ struct run_result {
   std::vector<run_step> steps;
   /// Files the run (and its sub-agents) produced.
   std::vector<harness::artifact> artifacts;
+  /// Set when the run compressed its prompt (issue 16): the conversation's history as
+  /// the run left it (the kept head, the summary message, the kept tail), which the
+  /// conversation's next turns start from. The summary was stored before.
+  std::optional<std::vector<chat_message>> compressed_history;
 };
 
 } // namespace troupe::actors

@@ -31,18 +31,8 @@
 
 namespace troupe::prompt {
 
-/// When and how much of a conversation's prompt is compressed (`[compression]`, issue 16;
-/// the same for every agent of a node).
-struct compression_settings {
-  /// Compress once the estimated prompt reaches this share of the context window.
-  double trigger = 0.50;
-  /// Messages at the start that always stay (widened to keep a tool call with its results).
-  std::size_t protect_head = 1;
-  /// Messages at the end that always stay (widened the same way).
-  std::size_t protect_tail = 20;
-  /// The fewest messages between head and tail worth summarising.
-  std::size_t min_middle = 5;
-};
+/// When and how much is compressed (`[compression]`; agent_config.hpp).
+using troupe::compression_settings;
 
 /// The first line of a summary message.
 inline constexpr std::string_view summary_marker = "[Context Compression Summary]";
