@@ -28,8 +28,7 @@ namespace {
 constexpr std::chrono::milliseconds summary_deadline{120'000};
 
 std::size_t context_window_of(const run_state& st) {
-  return st.spec.agent.context_window != 0 ? st.spec.agent.context_window
-                                           : default_context_window;
+  return st.spec.agent.context_window != 0 ? st.spec.agent.context_window : default_context_window;
 }
 
 /// What the request carries besides the history: the system message and the tools.
@@ -236,18 +235,18 @@ void compress_context(run_self self, bool force, std::function<void(compression_
   auto client = std::make_shared<net::provider_client>(*st.spec.io.http, std::move(config));
   st.summarising = true;
   auto id = std::make_shared<std::uint64_t>(0);
-  auto task = start_io(
-      self, st.spec.io.http->get_executor(), summary_call(std::move(client), std::move(request)),
-      [self, id, plan = std::move(plan), model, done = std::move(done),
-       then = std::move(then)](expected<completion_outcome> r) mutable {
-        self->state.inflight.erase(*id);
-        self->state.summarising = false;
-        if (self->state.finished) {
-          return;
-        }
-        on_summary(self, std::move(r), std::move(plan), std::move(model), std::move(done),
-                   std::move(then));
-      });
+  auto task = start_io(self, st.spec.io.http->get_executor(),
+                       summary_call(std::move(client), std::move(request)),
+                       [self, id, plan = std::move(plan), model, done = std::move(done),
+                        then = std::move(then)](expected<completion_outcome> r) mutable {
+                         self->state.inflight.erase(*id);
+                         self->state.summarising = false;
+                         if (self->state.finished) {
+                           return;
+                         }
+                         on_summary(self, std::move(r), std::move(plan), std::move(model),
+                                    std::move(done), std::move(then));
+                       });
   *id = track(self, std::move(task));
 }
 

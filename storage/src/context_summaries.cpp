@@ -163,7 +163,9 @@ expected<prompt_history> load_prompt_history(connection& c, row_id conversation_
   }
   // The budget left by the head and the summary (at least one token: 0 means none).
   const auto budget =
-      budget_tokens == 0 ? 0 : std::max<std::size_t>(budget_tokens - std::min(budget_tokens, fixed_tokens), 1);
+      budget_tokens == 0
+          ? 0
+          : std::max<std::size_t>(budget_tokens - std::min(budget_tokens, fixed_tokens), 1);
   auto shaped = prompt::shape_loaded_history(turns_of(std::move(turns_part)), budget);
   out.messages.insert(out.messages.end(), std::make_move_iterator(shaped.messages.begin()),
                       std::make_move_iterator(shaped.messages.end()));

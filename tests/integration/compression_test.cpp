@@ -185,9 +185,8 @@ TEST_CASE("a 60-turn conversation with tool calls stays under a small context wi
   CHECK(json_field(body_of(messages), "total") == "240"); // 60 x question, call, result, answer
 
   // The run events and steps say so.
-  const auto steps =
-      body_of(s.call("GET", "/api/v1/conversations/" + conversation + "/messages?steps=true&limit=200",
-                     ann));
+  const auto steps = body_of(s.call(
+      "GET", "/api/v1/conversations/" + conversation + "/messages?steps=true&limit=200", ann));
   CHECK_THAT(steps, Catch::Contains(R"("name":"context_compressed")"));
   CHECK_THAT(steps, Catch::Contains(R"("updated_previous":true)"));
 

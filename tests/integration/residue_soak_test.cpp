@@ -149,8 +149,8 @@ failures send_requests(std::uint16_t port, const std::string& token, std::size_t
 }
 
 /// Runs the soak: `warmup` requests, the resident set, the rest of `total`, the resident
-/// set again.
-void soak(std::size_t warmup, std::size_t total) {
+/// set again, which must stay within `bound` times the first.
+void soak(std::size_t warmup, std::size_t total, double bound) {
   mock_llm_fixture mock;
   api_server s("run_retention_ms = 0\nrate_per_second = 1000000\nrate_burst = 1000000\n",
                "[[providers]]\nname = \"mock\"\ntype = \"openai-compatible\"\nbase_url = \"" +
@@ -184,7 +184,7 @@ void soak(std::size_t warmup, std::size_t total) {
   INFO(failed.first);
   CHECK(failed.count == 0);
   CHECK(mock.stats().completion_requests + warm_failed.count + failed.count >= total);
-  CHECK(static_cast<double>(end_kib) <= 1.10 * static_cast<double>(warm_kib));
+  CHECK(static_cast<double>(end_kib) <= bound * static_cast<double>(warm_kib));
   CHECK(code == 0);
 }
 
@@ -195,15 +195,20 @@ void soak(std::size_t warmup, std::size_t total) {
 // 896c1b2 (no 504); 281 after a run's self-sent deadline left with the run and an ask's
 // helper stopped monitoring the actor it asked (the ended actors' memory had stayed,
 // held by the deadline message for minutes and by the monitor for the asked actor's life).
-TEST_CASE("10000 chat completions at concurrency 8 leave the node's RSS within 10% of its "
-          "value after the first 1000",
+// The short form of the soak below. Its bound is 15%, not the acceptance figure's 10%:
+// this early the allocator's arenas are still growing into their steady size (the end
+// stood 1.07-1.10x above the value after 4,000 from run to run, 1.09-1.17x after only
+// 1,000), while the 200,000 run, past that, stays flat. A residue per request of the
+// size this soak was written for (6 KB, 2 December morning) ends over twice as high.
+TEST_CASE("14000 chat completions at concurrency 8 leave the node's RSS within 15% of its "
+          "value after the first 4000",
           "[integration][soak]") {
-  soak(1'000, 10'000);
+  soak(4'000, 14'000, 1.15);
 }
 
 // Hidden (make soak, make check): the issue's acceptance figure.
 TEST_CASE("200000 chat completions at concurrency 8 leave the node's RSS within 10% of its "
           "value after the first 10000",
           "[integration][soak][.slow]") {
-  soak(10'000, 200'000);
+  soak(10'000, 200'000, 1.10);
 }

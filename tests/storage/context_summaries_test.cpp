@@ -96,10 +96,10 @@ TEST_CASE("a conversation with summaries loads from the newest: its head, the su
     texts.push_back(m.content);
   }
   const std::vector<std::string> expected = {
-      "question 1", "[Context Compression Summary]\n## Goal\nNEW",
-      "question 7", "answer 7",
-      "question 8", "answer 8",
-      "question 9", "answer 9",
+      "question 1",  "[Context Compression Summary]\n## Goal\nNEW",
+      "question 7",  "answer 7",
+      "question 8",  "answer 8",
+      "question 9",  "answer 9",
       "question 10", "answer 10"};
   CHECK(texts == expected);
   CHECK(prompt::is_summary(loaded.messages[1]));
