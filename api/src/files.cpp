@@ -165,17 +165,6 @@ expected<void> open_download(download_source& source, const std::filesystem::pat
   return read_piece(source);
 }
 
-// Runs `job` on the node's blocking pool (inline without one). By value: a coroutine.
-asio::awaitable<expected<void>> off_the_shard(state_ptr state,
-                                              std::function<expected<void>()> job) {
-  if (!state->run_blocking) {
-    co_return job();
-  }
-  auto running = state->run_blocking(std::move(job));
-  auto done = co_await std::move(running);
-  co_return done;
-}
-
 // Streams what is left of a download after its first piece, one piece at a time, each
 // read on the pool and written with back-pressure. A read that fails ends the stream
 // without its last chunk, so the client sees a truncated transfer, not a short file.

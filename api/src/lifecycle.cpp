@@ -33,13 +33,8 @@ asio::awaitable<void> remove_leftovers(state_ptr state, std::string uuid,
     }
     return {};
   };
-  expected<void> done;
-  if (state->run_blocking) {
-    auto running = state->run_blocking(std::move(job));
-    done = co_await std::move(running);
-  } else {
-    done = job();
-  }
+  auto removing = off_the_shard(state, std::move(job));
+  auto done = co_await std::move(removing);
   if (!done) {
     log::warn("conversation {}: its rows are deleted, but not all it left on disk: {}", uuid,
               done.error().message);

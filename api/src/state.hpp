@@ -77,6 +77,19 @@ struct api_state {
 
 using state_ptr = std::shared_ptr<api_state>;
 
+/// Runs `job` on the node's blocking pool (`run_blocking`), inline when the node has none.
+/// Arguments by value: a coroutine.
+inline boost::asio::awaitable<expected<void>> off_the_shard(state_ptr state,
+                                                            std::function<expected<void>()> job) {
+  if (!state->run_blocking) {
+    co_return job();
+  }
+  // Awaited as a named value: GCC 12 mishandles temporaries in co_await expressions.
+  auto running = state->run_blocking(std::move(job));
+  auto done = co_await std::move(running);
+  co_return done;
+}
+
 /// Reads on the pool; `f(connection&)` returns an expected.
 template <class F> auto read(const state_ptr& state, F f) {
   return state->reads->with(std::move(f));
