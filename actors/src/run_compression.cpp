@@ -5,6 +5,11 @@
 // (storage/context_summaries.hpp) before the middle leaves the prompt; the full messages
 // stay stored. A failed or unstored summary leaves the history as it was and is a
 // recorded step; the run goes on.
+//
+// Memory writes come first without waiting here: compression runs before a round, and a
+// round starts only once every tool call of the one before has returned, the memory
+// tool's only after its write was committed (memory_tools.cpp); the memory evidence and
+// the summary go through the same store_writer, in order.
 
 #include <algorithm>
 #include <memory>

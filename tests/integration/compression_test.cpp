@@ -3,6 +3,8 @@
 // on every round — the budget, whole tool groups, the summary that stands for earlier
 // turns, which model wrote it and how the next pass updates it.
 
+#include <condition_variable>
+#include <future>
 #include <mutex>
 #include <regex>
 #include <string>
@@ -48,11 +50,17 @@ private:
 /// What only the summariser's requests contain (runtime/src/prompt/compression.cpp).
 const std::string summariser_words = "You compress the earlier part of a conversation";
 
+/// How the mock answers the summariser.
+enum class summariser { answers, fails, holds };
+
 troupe::mock::mock_llm_options recording_mock(std::shared_ptr<request_log> log,
-                                              bool summariser_fails) {
+                                              summariser behaviour) {
   // The summariser's rules first: its request's last user message holds the turns.
   std::string script = "[";
-  if (summariser_fails) {
+  if (behaviour == summariser::holds) {
+    // Answers in ten minutes: long after the test has killed the troupe waiting for it.
+    script += R"({"match": {"prompt": ")" + summariser_words + R"("}, "ttft_ms": 600000},)";
+  } else if (behaviour == summariser::fails) {
     script += R"({"match": {"prompt": ")" + summariser_words + R"("}, "fault": "401"},)";
   } else {
     script += R"({"match": {"prompt": "<previous_summary>"},
@@ -130,7 +138,7 @@ TEST_CASE("a 60-turn conversation with tool calls stays under a small context wi
           "whole, and the summary is what a reloaded conversation starts from",
           "[integration][compression]") {
   auto log = std::make_shared<request_log>();
-  mock_llm_fixture mock(recording_mock(log, false));
+  mock_llm_fixture mock(recording_mock(log, summariser::answers));
   constexpr unsigned window = 2048;
   api_server s(api_limits, config(mock, window));
   REQUIRE(s.port() != 0);
@@ -241,7 +249,7 @@ TEST_CASE("a 60-turn conversation with tool calls stays under a small context wi
 TEST_CASE("a summariser that fails leaves the history intact, as a recorded step",
           "[integration][compression]") {
   auto log = std::make_shared<request_log>();
-  mock_llm_fixture mock(recording_mock(log, true));
+  mock_llm_fixture mock(recording_mock(log, summariser::fails));
   // A window the whole history fits in, so nothing but the summariser would leave it
   // (24 turns of about 150 tokens pass the trigger, half of it, near turn 20).
   api_server s(api_limits, config(mock, 6144));
@@ -272,4 +280,141 @@ TEST_CASE("a summariser that fails leaves the history intact, as a recorded step
   const auto context =
       body_of(s.call("GET", "/api/v1/conversations/" + conversation + "/context", ann));
   CHECK_THAT(context, Catch::Contains(R"("summary":null)"));
+}
+
+namespace {
+
+/// Set from the mock's thread when the summariser's request arrives, or from the test's
+/// own thread when a chat it started came back: whichever happens first ends a wait.
+struct turn_events {
+  std::mutex mutex;
+  std::condition_variable changed;
+  bool summariser_asked = false;
+  bool chat_done = false;
+
+  void note(bool turn_done) {
+    {
+      std::lock_guard lock(mutex);
+      (turn_done ? chat_done : summariser_asked) = true;
+    }
+    changed.notify_all();
+  }
+};
+
+} // namespace
+
+TEST_CASE("a troupe killed while the fast model summarises loses nothing: after the restart "
+          "the history is whole, with no summary, and the next turn answers from it",
+          "[integration][compression]") {
+  auto log = std::make_shared<request_log>();
+  auto events = std::make_shared<turn_events>();
+  auto holding_mock = recording_mock(log, summariser::holds);
+  holding_mock.observe = [log, events](const std::string& body) {
+    log->add(body);
+    if (body.find(summariser_words) != std::string::npos) {
+      events->note(false);
+    }
+  };
+  auto mock = std::make_unique<mock_llm_fixture>(std::move(holding_mock));
+  const auto port = mock->port();
+  api_server s(api_limits, config(*mock, 2048));
+  REQUIRE(s.port() != 0);
+  const auto ann = s.user_token("ann");
+
+  // Turns until one waits on the summariser.
+  std::string conversation;
+  int turn = 0;
+  std::future<std::string> held;
+  while (!held.valid()) {
+    ++turn;
+    REQUIRE(turn <= 40);
+    {
+      std::lock_guard lock(events->mutex);
+      events->chat_done = false;
+    }
+    auto answer = std::async(std::launch::async, [&s, &ann, conversation, turn, events] {
+      auto r = chat(s, ann, conversation, question(turn));
+      events->note(true);
+      return r;
+    });
+    std::unique_lock lock(events->mutex);
+    REQUIRE(events->changed.wait_for(lock, std::chrono::seconds(60), [&] {
+      return events->chat_done || events->summariser_asked;
+    }));
+    if (events->summariser_asked) {
+      held = std::move(answer);
+      break;
+    }
+    lock.unlock();
+    const auto done = answer.get();
+    REQUIRE(status_of(done) == 200);
+    REQUIRE(json_field(body_of(done), "status") == "succeeded");
+    if (conversation.empty()) {
+      conversation = json_field(body_of(done), "conversation_id");
+    }
+  }
+  REQUIRE_FALSE(conversation.empty());
+  const int completed = turn - 1;
+  const auto messages_path = "/api/v1/conversations/" + conversation + "/messages?limit=1";
+  const auto before = std::stoi(json_field(body_of(s.call("GET", messages_path, ann)), "total"));
+  CHECK(before >= 4 * completed);
+
+  // SIGKILL while the summary is being written; the model server that held it is
+  // replaced by one that answers, at the same address.
+  s.restart(SIGKILL, [&] {
+    mock.reset();
+    mock = std::make_unique<mock_llm_fixture>(recording_mock(log, summariser::answers), port);
+  });
+  held.wait(); // the connection died with the troupe
+
+  // Nothing was lost: every stored message is there, with no summary committed, and the
+  // context is the whole history.
+  const auto after = std::stoi(json_field(body_of(s.call("GET", messages_path, ann)), "total"));
+  CHECK(after >= before);
+  // Besides: the held turn's question, and its tool call and result when it had made
+  // them before the summariser was asked.
+  CHECK(after <= 4 * completed + 3);
+  const auto context =
+      body_of(s.call("GET", "/api/v1/conversations/" + conversation + "/context", ann));
+  CHECK_THAT(context, Catch::Contains(R"("summary":null)"));
+  for (int n = 1; n <= completed; ++n) {
+    INFO("turn " << n);
+    CHECK_THAT(context, Catch::Contains(question(n)));
+  }
+
+  // The conversation goes on from the old history (reloaded, older turns shaped to their
+  // question and answer, it may fit the window without a summary) or from a summary a
+  // new pass wrote: either way every earlier turn reaches the model after the restart.
+  const auto first_after = log->all().size();
+  const auto next = chat(s, ann, conversation, question(turn + 1));
+  REQUIRE(status_of(next) == 200);
+  CHECK(json_field(body_of(next), "status") == "succeeded");
+  const auto rounds = log->containing(question(turn + 1));
+  REQUIRE_FALSE(rounds.empty());
+  const auto since = log->all();
+  std::string seen_after;
+  for (auto i = first_after; i < since.size(); ++i) {
+    seen_after += since[i];
+  }
+  for (int n = 1; n <= completed; ++n) {
+    INFO("turn " << n);
+    CHECK_THAT(seen_after, Catch::Contains(question(n)));
+  }
+  // The round holds each turn itself or the summary that stands for it.
+  const bool summarised = rounds.front().find("[Context Compression Summary]") != std::string::npos;
+  if (!summarised) {
+    for (int n = 1; n <= completed; ++n) {
+      INFO("turn " << n);
+      CHECK_THAT(rounds.front(), Catch::Contains(question(n)));
+    }
+  }
+  const auto context_after =
+      body_of(s.call("GET", "/api/v1/conversations/" + conversation + "/context", ann));
+  // A later round of that turn may have summarised (the tool result added to it): the
+  // summary now is the one written after the restart, or none.
+  CHECK_THAT(context_after,
+             Catch::Contains("FIRST SUMMARY") || Catch::Contains(R"("summary":null)"));
+  if (summarised) {
+    CHECK_THAT(context_after, Catch::Contains("FIRST SUMMARY"));
+  }
 }

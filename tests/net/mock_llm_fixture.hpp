@@ -23,9 +23,11 @@ namespace asio = boost::asio;
 
 class mock_llm_fixture {
 public:
-  explicit mock_llm_fixture(mock::mock_llm_options options = {}) {
+  /// `port` 0: any free port; another: that one (a mock that takes over from one that
+  /// was stopped, at the address a troupe's config names).
+  explicit mock_llm_fixture(mock::mock_llm_options options = {}, std::uint16_t port = 0) {
     server_ = std::make_unique<mock::mock_llm_server>(io_, std::move(options));
-    auto bound = server_->listen({"127.0.0.1", 0});
+    auto bound = server_->listen({"127.0.0.1", port});
     if (!bound) {
       throw std::runtime_error(bound.error().message);
     }

@@ -6,6 +6,7 @@
 #include <csignal>
 #include <exception>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <regex>
 #include <sstream>
@@ -63,12 +64,16 @@ public:
   }
 
   /// Stops the server with `signo` (SIGTERM: a clean stop, checked; SIGKILL: a crash)
-  /// and starts a new one on the same config and data directory (a new port).
-  void restart(int signo = SIGTERM) {
+  /// and starts a new one on the same config and data directory (a new port);
+  /// `meanwhile` runs after the old one exited and before the new one starts.
+  void restart(int signo = SIGTERM, const std::function<void()>& meanwhile = {}) {
     process_->signal(signo);
     const auto code = process_->wait_exit();
     if (signo == SIGTERM) {
       CHECK(code == 0);
+    }
+    if (meanwhile) {
+      meanwhile();
     }
     start();
   }
