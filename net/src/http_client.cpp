@@ -126,6 +126,7 @@ struct transfer {
   CURL* easy = nullptr;
   curl_slist* header_list = nullptr;
   std::string request_body;
+  std::shared_ptr<const std::string> shared_body;
   http_deadlines deadlines;
   char error_buffer[CURL_ERROR_SIZE] = {};
 
@@ -402,6 +403,7 @@ struct curl_engine : std::enable_shared_from_this<curl_engine> {
     }
     t->deadlines = request.deadlines;
     t->request_body = std::move(request.body);
+    t->shared_body = std::move(request.shared_body);
     CURL* e = t->easy;
     curl_easy_setopt(e, CURLOPT_URL, request.url.c_str());
     curl_easy_setopt(e, CURLOPT_PRIVATE, t.get());
@@ -438,9 +440,9 @@ struct curl_engine : std::enable_shared_from_this<curl_engine> {
         break;
     }
     if (request.method != http_method::get && request.method != http_method::head) {
-      curl_easy_setopt(e, CURLOPT_POSTFIELDS, t->request_body.data());
-      curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE,
-                       static_cast<curl_off_t>(t->request_body.size()));
+      const std::string& body = t->shared_body ? *t->shared_body : t->request_body;
+      curl_easy_setopt(e, CURLOPT_POSTFIELDS, body.data());
+      curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE_LARGE, static_cast<curl_off_t>(body.size()));
     }
     // No "Expect: 100-continue" round trip before bodies.
     t->header_list = curl_slist_append(t->header_list, "Expect:");

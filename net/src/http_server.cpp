@@ -1,5 +1,6 @@
 #include "troupe/net/http_server.hpp"
 
+#include <algorithm>
 #include <atomic>
 #include <mutex>
 #include <random>
@@ -345,18 +346,29 @@ asio::awaitable<void> pump_stream(std::shared_ptr<connection> conn,
 asio::awaitable<void> watch_disconnect(std::shared_ptr<connection> conn,
                                        std::shared_ptr<stream_state> state,
                                        std::shared_ptr<std::string> next_request) {
-  char scratch[4096];
-  auto [ec, n] = co_await conn->stream.socket().async_read_some(
-      asio::buffer(scratch), asio::as_tuple(asio::use_awaitable));
+  // Waits for readability without a buffer (an idle subscriber holds none), then takes
+  // what arrived: the client's next request, or nothing at its close.
+  auto& socket = conn->stream.socket();
+  auto [ec] =
+      co_await socket.async_wait(tcp::socket::wait_read, asio::as_tuple(asio::use_awaitable));
   if (ec == asio::error::operation_aborted) {
     co_return;
   }
-  if (ec) {
+  std::size_t n = 0;
+  if (!ec) {
+    std::size_t ready = socket.available(ec);
+    if (!ec) {
+      next_request->resize(std::clamp<std::size_t>(ready, 1, 64 * 1024));
+      n = socket.read_some(asio::buffer(*next_request), ec);
+    }
+  }
+  if (ec || n == 0) {
+    next_request->clear();
     state->report_disconnect();
     state->channel.close();
     co_return;
   }
-  next_request->assign(scratch, n);
+  next_request->resize(n);
   // Completing would end the stream: wait to be cancelled when it ends.
   asio::steady_timer until_stream_ends(co_await asio::this_coro::executor,
                                        steady_clock::time_point::max());
@@ -552,6 +564,10 @@ asio::awaitable<void> serve_connection(std::shared_ptr<server_state> server,
     auto response = co_await dispatch(*server, ctx);
 
     if (ctx.streaming()) {
+      if (buffer.size() == 0) {
+        // A stream may last for hours: it keeps no read buffer meanwhile.
+        buffer.shrink_to_fit();
+      }
       server->record(ctx.route_pattern(), method, ctx.stream_state()->status,
                      std::chrono::duration<double>(steady_clock::now() - start).count());
       std::string next_request;

@@ -91,14 +91,15 @@ provider_client::backoff(unsigned retry, const provider_error& failure) const {
 }
 
 asio::awaitable<provider_client::attempt_result>
-provider_client::attempt(std::string url, std::string body, completion_builder& builder,
-                         const stream_event_sink& on_event, bool stream) {
+provider_client::attempt(std::string url, std::shared_ptr<const std::string> body,
+                         completion_builder& builder, const stream_event_sink& on_event,
+                         bool stream) {
   attempt_result result;
   http_client_request req;
   req.method = http_method::post;
   req.url = std::move(url);
   req.headers = headers(stream);
-  req.body = std::move(body);
+  req.shared_body = std::move(body);
   req.deadlines = config_.deadlines;
   auto opened = co_await http_.open(std::move(req));
   if (!opened) {
@@ -228,11 +229,17 @@ asio::awaitable<completion_outcome> provider_client::complete(completion_request
   }
   const std::string url =
       config_.base_url + (wire == wire_format::openai ? "/chat/completions" : "/messages");
+  // The body is all the attempts need: the request (history, tools) leaves memory while
+  // the call waits on the model, and the body is shared by the attempts, not copied.
+  const bool stream = request.stream;
+  request = {};
+  const auto shared_body = std::make_shared<const std::string>(std::move(*body));
   asio::steady_timer timer(co_await asio::this_coro::executor);
   for (unsigned n = 1;; ++n) {
     completion_builder builder;
     outcome.attempts = n;
-    auto r = co_await attempt(url, *body, builder, on_event, request.stream);
+    auto attempting = attempt(url, shared_body, builder, on_event, stream);
+    auto r = co_await std::move(attempting);
     if (!r.failure) {
       outcome.answer = std::move(builder).result();
       if (outcome.answer.finish) {

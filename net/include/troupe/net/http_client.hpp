@@ -51,6 +51,9 @@ struct http_client_request {
   std::string url;
   std::vector<http_header> headers;
   std::string body;
+  /// When set, sent instead of `body`, without a copy: a body sent more than once (a
+  /// provider's retries) lives once, shared by the attempts.
+  std::shared_ptr<const std::string> shared_body;
   http_deadlines deadlines;
 };
 

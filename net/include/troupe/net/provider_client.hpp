@@ -79,7 +79,7 @@ private:
     std::optional<provider_error> failure;
     bool answer_started = false;
   };
-  asio::awaitable<attempt_result> attempt(std::string url, std::string body,
+  asio::awaitable<attempt_result> attempt(std::string url, std::shared_ptr<const std::string> body,
                                           completion_builder& builder,
                                           const stream_event_sink& on_event, bool stream);
   std::vector<http_header> headers(bool stream) const;
