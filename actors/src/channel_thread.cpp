@@ -6,8 +6,10 @@
 
 #include <fmt/format.h>
 
+#include "channel_thread_state.hpp"
 #include "troupe/actors/shard_scheduler.hpp"
 #include "troupe/runtime/log.hpp"
+#include "troupe/storage/channel_archives.hpp"
 #include "troupe/storage/repositories.hpp"
 #include "troupe/storage/write_op.hpp"
 
@@ -22,7 +24,7 @@ net::http_client* channel_thread_context::http_here() const noexcept {
   return http;
 }
 
-namespace {
+namespace channel_detail {
 
 // How long the thread waits for the conversation to take a message (it is durable
 // then); a refusal or a timeout retries the message after the outbox's back-off.
@@ -31,33 +33,6 @@ constexpr auto submit_timeout = std::chrono::seconds(30);
 constexpr auto run_grace = std::chrono::seconds(60);
 // Attempts to hand one message to its conversation before it is dead-lettered.
 constexpr int max_submit_attempts = 5;
-
-struct thread_state {
-  channel_thread_spec spec;
-  /// The bound thread row and its conversation, once known.
-  std::optional<storage::channel_thread_record> thread;
-  std::optional<storage::conversation_record> conversation;
-  /// Journaled messages not yet handed to the conversation, in journal order.
-  std::deque<storage::inbound_record> inbox;
-  bool submitting = false;
-  int submit_failures = 0;
-  /// Parts to send, in order; the front one is in flight while `sending`.
-  std::deque<storage::outbox_record> outbox;
-  bool sending = false;
-  /// The retry timer is set (an `outbox_atom` is on its way).
-  bool timer_set = false;
-  /// Runs handed over whose results are awaited.
-  std::size_t waiting_runs = 0;
-  std::uint64_t generation = 0;
-  /// Stopping: answered and quit once the send in flight is recorded.
-  std::optional<caf::typed_response_promise<bool>> draining;
-};
-
-using thread_self = homed_typed_actor<thread_state, channel_thread_actor>*;
-
-const live_channel& channel_of(const thread_state& st) {
-  return *st.spec.channel;
-}
 
 std::chrono::milliseconds backoff(const outbox_policy& p, std::int64_t attempts) {
   auto wait = p.first_backoff;
@@ -81,17 +56,6 @@ void touch(thread_self self) {
   }
 }
 
-/// Sends `op` to the store writer; `then(write_result)` runs in the actor.
-template <class Then> void store(thread_self self, storage::write_op op, Then then) {
-  self->request(self->state.spec.context->writer, store_write_timeout, write_atom::value,
-                std::move(op))
-      .then([then](write_result& r) mutable { then(std::move(r)); },
-            [then](caf::error& e) mutable { then(tl::unexpected(from_caf_error(e))); });
-}
-
-void pump_inbox(thread_self self);
-void pump_outbox(thread_self self);
-
 // --- binding the thread to its conversation ----------------------------------------------
 
 /// Reads the thread row and its conversation; true when both exist.
@@ -109,9 +73,20 @@ bool load_binding(thread_state& st) {
   if (!conversation) {
     return false;
   }
+  auto archive = ctx.reads->with(
+      [&](storage::connection& c) { return storage::find_channel_archive(c, conversation->id); });
+  st.archived_at = archive ? static_cast<std::size_t>(archive->message_count) : 0;
   st.thread = std::move(*found);
   st.conversation = std::move(*conversation);
   return true;
+}
+
+std::string thread_title(const thread_state& st) {
+  auto title = fmt::format("{} · {}", channel_of(st).record.name, st.spec.thread_key);
+  if (title.size() > 80) {
+    title.resize(80);
+  }
+  return title;
 }
 
 /// Creates the owner, the conversation and the thread row in one commit (or points an
@@ -122,10 +97,7 @@ void bind(thread_self self, const storage::inbound_record& first) {
   storage::conversation_record conversation;
   conversation.uuid = st.spec.context->chat->new_conversation_id();
   conversation.agent_id = ch.record.agent_id;
-  conversation.title = fmt::format("{} · {}", ch.record.name, st.spec.thread_key);
-  if (conversation.title.size() > 80) {
-    conversation.title.resize(80);
-  }
+  conversation.title = thread_title(st);
   const auto identity = channel_identity(ch.record.name, first.sender);
   storage::channel_thread_record thread;
   thread.channel_id = ch.record.id;
@@ -202,6 +174,38 @@ std::vector<std::string> parts_of(const std::string& text) {
   return {text.empty() ? std::string("(no answer)") : text};
 }
 
+std::vector<storage::outbox_record> reply_rows(const thread_state& st, const std::string& key,
+                                               const std::string& text) {
+  std::vector<storage::outbox_record> rows;
+  std::int64_t n = 0;
+  for (auto& piece : parts_of(text)) {
+    storage::outbox_record o;
+    o.channel_id = channel_of(st).record.id;
+    o.thread_id = st.thread ? st.thread->id : 0;
+    o.run_uuid = key;
+    o.part = n++;
+    o.text = std::move(piece);
+    rows.push_back(std::move(o));
+  }
+  return rows;
+}
+
+void queue_recorded(thread_self self, const std::vector<storage::outbox_record>& rows) {
+  auto& s = self->state;
+  // Read back: an entry of this (run, part) may be recorded and sent already (a steered
+  // message gets the result of the run it joined).
+  for (const auto& p : rows) {
+    auto stored = s.spec.context->reads->with(
+        [&](storage::connection& c) { return storage::find_outbox_part(c, p.run_uuid, p.part); });
+    if (stored && stored->status == "pending" &&
+        std::none_of(s.outbox.begin(), s.outbox.end(),
+                     [&](const storage::outbox_record& q) { return q.id == stored->id; })) {
+      s.outbox.push_back(std::move(*stored));
+    }
+  }
+  pump_outbox(self);
+}
+
 /// Records the run's answer in the outbox (once per (run, part)), marks the message
 /// done, and queues the parts for sending.
 void record_reply(thread_self self, storage::row_id inbound_id, run_result result) {
@@ -214,15 +218,9 @@ void record_reply(thread_self self, storage::row_id inbound_id, run_result resul
                              result.error.empty() ? "the run failed" : result.error);
   }
   std::vector<storage::outbox_record> parts;
-  std::int64_t n = 0;
-  for (auto& piece : parts_of(text)) {
-    storage::outbox_record o;
-    o.channel_id = channel_of(st).record.id;
-    o.thread_id = st.thread ? st.thread->id : 0;
-    o.run_uuid = result.run_id;
-    o.part = n++;
-    o.text = std::move(piece);
-    parts.push_back(std::move(o));
+  // A run cancelled by `/stop` was answered by the command ("Stopped …").
+  if (result.status != storage::run_status::cancelled || !st.stopped_runs.contains(result.run_id)) {
+    parts = reply_rows(st, result.run_id, text);
   }
   auto op = storage::make_write("record channel reply",
                                 [parts, inbound_id](storage::connection& c) -> expected<void> {
@@ -242,18 +240,8 @@ void record_reply(thread_self self, storage::row_id inbound_id, run_result resul
       touch(self);
       return;
     }
-    // Read back: an entry of this (run, part) may be recorded and sent already (a
-    // steered message gets the result of the run it joined).
-    for (const auto& p : parts) {
-      auto stored = s.spec.context->reads->with(
-          [&](storage::connection& c) { return storage::find_outbox_part(c, p.run_uuid, p.part); });
-      if (stored && stored->status == "pending" &&
-          std::none_of(s.outbox.begin(), s.outbox.end(),
-                       [&](const storage::outbox_record& q) { return q.id == stored->id; })) {
-        s.outbox.push_back(std::move(*stored));
-      }
-    }
-    pump_outbox(self);
+    queue_recorded(self, parts);
+    refresh_archive(self);
     touch(self);
   });
 }
@@ -301,10 +289,17 @@ void await_result(thread_self self, storage::row_id inbound_id, run_ticket ticke
                   std::chrono::milliseconds limit) {
   auto& st = self->state;
   ++st.waiting_runs;
+  st.runs.push_back(awaited_run{ticket.run_id, ticket.conversation_id});
   auto* http = st.spec.context->http_here();
   auto waiting = st.spec.context->chat->wait(ticket, limit);
   start_io(self, http->get_executor(), std::move(waiting),
            [self, inbound_id, run_id = ticket.run_id](expected<expected<run_result>> r) mutable {
+             auto& s = self->state;
+             if (auto it = std::find_if(s.runs.begin(), s.runs.end(),
+                                        [&](const awaited_run& a) { return a.run_id == run_id; });
+                 it != s.runs.end()) {
+               s.runs.erase(it);
+             }
              run_result result;
              if (r && *r) {
                result = std::move(**r);
@@ -318,6 +313,15 @@ void await_result(thread_self self, storage::row_id inbound_id, run_ticket ticke
              }
              record_reply(self, inbound_id, std::move(result));
            });
+}
+
+void retry_front_later(thread_self self) {
+  auto& st = self->state;
+  ++st.submit_failures;
+  self->delayed_send(self,
+                     std::chrono::duration_cast<caf::timespan>(
+                         backoff(st.spec.context->outbox, st.submit_failures)),
+                     outbox_atom::value);
 }
 
 /// Hands the front message to the conversation (after binding, once).
@@ -337,6 +341,15 @@ void pump_inbox(thread_self self) {
   if (!st.conversation && !load_binding(st)) {
     st.submitting = true;
     bind(self, st.inbox.front());
+    return;
+  }
+  // A slash command is answered here, without the model; `/compact` goes to the
+  // conversation (its run compresses the history), an unknown `/x` to the model.
+  const auto command = channel::parse_command(st.inbox.front().text);
+  if (command.kind != channel::command_kind::none &&
+      command.kind != channel::command_kind::compact) {
+    st.submitting = true;
+    answer_command(self, st.inbox.front(), command);
     return;
   }
   st.submitting = true;
@@ -362,6 +375,11 @@ void pump_inbox(thread_self self) {
   submission.run_id = message.run_uuid;
   submission.awaited = true;
   submission.policy = channel_of(st).queue;
+  if (command.kind == channel::command_kind::compact) {
+    // The conversation's compaction path: exactly "/compact", as a turn of its own.
+    submission.text = "/compact";
+    submission.policy = queue_policy::followup;
+  }
   const auto limit = ctx.chat->run_timeout(*agent) + run_grace;
   auto* http = ctx.http_here();
   auto submitting = ctx.chat->submit(std::move(submission));
@@ -374,23 +392,31 @@ void pump_inbox(thread_self self) {
           const auto why = !r ? r.error().message : r->error().message;
           log::warn("channel {} thread {}: message {} not taken yet: {}", channel_of(s).record.name,
                     s.spec.thread_key, message.platform_message_id, why);
-          ++s.submit_failures;
           // Its conversation may be gone (deleted): bind again.
           s.conversation.reset();
-          self->delayed_send(self,
-                             std::chrono::duration_cast<caf::timespan>(
-                                 backoff(s.spec.context->outbox, s.submit_failures)),
-                             outbox_atom::value);
+          retry_front_later(self);
           return;
         }
         s.submit_failures = 0;
         s.inbox.pop_front();
+        // The user is told of a reply that ended dead-lettered before this one's answer.
+        auto notice = owed_notice(s, message);
         store(self,
               storage::make_write("channel message handed to its run",
-                                  [id = message.id, run = (*r)->run_id](storage::connection& c) {
+                                  [id = message.id, run = (*r)->run_id,
+                                   notice](storage::connection& c) -> expected<void> {
+                                    if (notice) {
+                                      if (auto ok = record_notice(c, *notice); !ok) {
+                                        return ok;
+                                      }
+                                    }
                                     return storage::set_inbound_status(c, id, "processing", run);
                                   }),
-              [](write_result) {});
+              [self, notice](write_result handed) {
+                if (handed && notice) {
+                  queue_recorded(self, {notice->row});
+                }
+              });
         await_result(self, message.id, std::move(**r), limit);
         pump_inbox(self);
       });
@@ -599,14 +625,14 @@ channel_thread_actor::behavior_type channel_thread(thread_self self, channel_thr
   };
 }
 
-} // namespace
+} // namespace channel_detail
 
 channel_thread_actor spawn_channel_thread(caf::actor_system& system, channel_thread_spec spec) {
   std::optional<std::size_t> home;
   if (auto* shards = shards_of(system)) {
     home = shards->shard_for(fmt::format("{}\n{}", spec.channel->record.name, spec.thread_key));
   }
-  return spawn_maybe_on(system, home, channel_thread, std::move(spec));
+  return spawn_maybe_on(system, home, channel_detail::channel_thread, std::move(spec));
 }
 
 } // namespace troupe::actors

@@ -208,6 +208,14 @@ expected<void> set_thread_conversation(connection& c, row_id id, row_id conversa
                     conversation_id, now_millis(), id);
 }
 
+expected<void> set_thread_binding(connection& c, row_id id, row_id owner_user_id,
+                                  row_id conversation_id) {
+  return change_one(c, "channel thread", id,
+                    "UPDATE channel_threads SET owner_user_id = ?, conversation_id = ?, "
+                    "updated_at = ? WHERE id = ?",
+                    owner_user_id, conversation_id, now_millis(), id);
+}
+
 expected<channel_thread_record> find_channel_thread(connection& c, row_id channel_id,
                                                     std::string_view thread_key) {
   static const auto sql =
@@ -345,6 +353,21 @@ expected<std::vector<outbox_record>> list_outbox(connection& c, row_id channel_i
   static const auto sql = select(outbox_columns, "outbox",
                                  "WHERE channel_id = ?1 AND (?2 = '' OR status = ?2) ORDER BY id");
   return query_all<outbox_record>(c, sql, read_outbox, channel_id, status);
+}
+
+expected<std::vector<outbox_record>> unnotified_dead_letters(connection& c, row_id thread_id) {
+  static const auto sql =
+      select(outbox_columns, "outbox",
+             "WHERE thread_id = ?1 AND status = 'dead' AND id > (SELECT "
+             "dead_notified_id FROM channel_threads WHERE id = ?1) ORDER BY id");
+  return query_all<outbox_record>(c, sql, read_outbox, thread_id);
+}
+
+expected<void> set_dead_letters_notified(connection& c, row_id thread_id, row_id through_id) {
+  return change_one(c, "channel thread", thread_id,
+                    "UPDATE channel_threads SET dead_notified_id = MAX(dead_notified_id, ?) "
+                    "WHERE id = ?",
+                    through_id, thread_id);
 }
 
 expected<std::vector<outbox_record>> list_outbox_with_status(connection& c,

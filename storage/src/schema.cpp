@@ -491,6 +491,43 @@ CREATE INDEX IF NOT EXISTS context_summaries_conversation
   ON context_summaries(conversation_id, id);
 )sql";
 
+// Version 10: slash commands of channels (issue 17). Archives: a Markdown summary of
+// each channel conversation written without a model (title, goals, tools, decisions),
+// owned by the user `channel:<name>:<sender>`, kept when the conversation is left with
+// /new and listed by /continue. `dead_notified_id`: the newest dead-lettered outbox
+// entry of the thread its user was told about (the notice is given once). The column is
+// added only when missing (as for version 5).
+constexpr std::string_view schema_v10 = R"sql(
+CREATE TABLE IF NOT EXISTS channel_archives (
+  id INTEGER PRIMARY KEY,
+  owner_user_id INTEGER NOT NULL REFERENCES users(id) ON DELETE CASCADE,
+  conversation_id INTEGER NOT NULL UNIQUE REFERENCES conversations(id) ON DELETE CASCADE,
+  title TEXT NOT NULL,
+  summary TEXT NOT NULL,
+  message_count INTEGER NOT NULL DEFAULT 0,
+  created_at INTEGER NOT NULL,
+  updated_at INTEGER NOT NULL
+);
+CREATE INDEX IF NOT EXISTS channel_archives_owner
+  ON channel_archives(owner_user_id, updated_at);
+)sql";
+
+expected<void> apply_schema_v10(connection& c) {
+  auto has = c.query_int("SELECT COUNT(*) FROM pragma_table_info('channel_threads') "
+                         "WHERE name = 'dead_notified_id'");
+  if (!has) {
+    return tl::unexpected(has.error());
+  }
+  if (*has == 0) {
+    if (auto added = c.exec("ALTER TABLE channel_threads ADD COLUMN dead_notified_id INTEGER "
+                            "NOT NULL DEFAULT 0");
+        !added) {
+      return added;
+    }
+  }
+  return c.exec(schema_v10);
+}
+
 struct migration {
   int version;
   std::string_view description;
@@ -516,6 +553,8 @@ const std::vector<migration>& migrations() {
       {8, "channels, threads, inbound journal and outbox",
        [](connection& c) { return c.exec(schema_v8); }},
       {9, "context summaries", [](connection& c) { return c.exec(schema_v9); }},
+      {10, "channel archives and dead-letter notices",
+       [](connection& c) { return apply_schema_v10(c); }},
   };
   return list;
 }

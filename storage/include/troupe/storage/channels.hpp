@@ -131,6 +131,10 @@ expected<row_id> ensure_channel_user(connection& c, std::string_view identity);
 expected<channel_thread_record> bind_channel_thread(connection& c, channel_thread_record r);
 /// Points thread `id` at `conversation_id` (a fresh conversation after /new).
 expected<void> set_thread_conversation(connection& c, row_id id, row_id conversation_id);
+/// Points thread `id` at `conversation_id` owned by `owner_user_id` (`/new` by another
+/// sender of a group thread, `/continue N`).
+expected<void> set_thread_binding(connection& c, row_id id, row_id owner_user_id,
+                                  row_id conversation_id);
 expected<channel_thread_record> find_channel_thread(connection& c, row_id channel_id,
                                                     std::string_view thread_key);
 expected<channel_thread_record> find_channel_thread_by_id(connection& c, row_id id);
@@ -178,6 +182,12 @@ expected<outbox_record> find_outbox_part(connection& c, std::string_view run_uui
 /// A channel's entries with `status` (every status when empty), oldest first.
 expected<std::vector<outbox_record>> list_outbox(connection& c, row_id channel_id,
                                                  std::string_view status);
+/// The dead-lettered entries of thread `thread_id` its user was not told about yet,
+/// oldest first.
+expected<std::vector<outbox_record>> unnotified_dead_letters(connection& c, row_id thread_id);
+/// Records that the user of thread `thread_id` was told about its dead letters up to
+/// entry `through_id` (the notice is given once).
+expected<void> set_dead_letters_notified(connection& c, row_id thread_id, row_id through_id);
 /// Every channel's entries with `status`, oldest first (start-up recovery).
 expected<std::vector<outbox_record>> list_outbox_with_status(connection& c,
                                                              std::string_view status);
