@@ -93,6 +93,9 @@ struct channel_node {
     REQUIRE(wait_until([&] { return receiver.accepted() >= replies; }, 30s));
     return text_of(receiver.requests().back().body);
   }
+  std::string channel() const {
+    return body_of(server.call("GET", "/api/v1/channels/hooks", server.admin()));
+  }
   /// The texts the receiver got, in order.
   std::vector<std::string> texts() const {
     std::vector<std::string> out;
@@ -146,6 +149,8 @@ TEST_CASE("/help is answered without the model, once, also when delivered again 
   CHECK_THAT(text, Catch::Contains("/stop"));
   // Keyed by the message's journaled run id, part 0.
   CHECK(reply.header("X-Troupe-Idempotency-Key") == json_field(reply.body, "run_id") + ":0");
+  // Recorded sent before the stop (else the part is sent again after it, by design).
+  REQUIRE(wait_until([&] { return json_field(node.channel(), "sent") == "1"; }, 30s));
   node.server.restart(SIGTERM);
   REQUIRE(node.server.port() != 0);
   CHECK(status_of(node.deliver("m-1", "/help")) == 200);
