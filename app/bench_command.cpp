@@ -172,9 +172,11 @@ void add_bench_command(CLI::App& cli, command_action& action) {
                 "keep the started troupe's temporary directory (config, data, log)");
   cmd->add_option("--runs", opts->options.runs,
                   "agent, storage: measured runs per level (default 200 / 2000 / 5000 at "
-                  "concurrency 1 / 100 / 1000, as the peers)");
+                  "concurrency 1 / 100 / 1000, as the peers); channel: messages per thread "
+                  "(default 5)");
   cmd->add_option("--conversations", opts->options.conversations,
-                  "idle: conversations, each with a waiting run and a subscriber (default 1000)");
+                  "idle: conversations, each with a waiting run and a subscriber (default 1000); "
+                  "channel: threads of the webhook channel (default 1000)");
   cmd->add_option("--peers", opts->options.peers_dir,
                   "agent: directory of the peers' JSON results (bench/peers/results) to put "
                   "side by side with troupe, as ratios");

@@ -150,3 +150,27 @@ TEST_CASE("troupe bench idle measures memory per conversation, waiting run and s
   CHECK(metric(report, "kernel.tcp_sockets_per_subscriber") >= 1.5);
   CHECK(report.at("steps").as_array().size() == 4);
 }
+
+TEST_CASE("troupe bench channel answers every webhook message once, in order per thread",
+          "[bench][cli][integration]") {
+  troupe::test::temp_dir dir;
+  const auto out = dir.path() / "channel.json";
+  auto r = run_command(bench +
+                       "--scenario channel --conversations 50 --runs 3 --concurrency 8 --quiet "
+                       "--no-chart --out " +
+                       out.string() + " 2>&1");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const auto report = read_report(out);
+  CHECK(metric(report, "messages") == 150);
+  CHECK(metric(report, "deliveries_accepted") == 150);
+  CHECK(metric(report, "replies") == 150);
+  CHECK(metric(report, "replies_missing") == 0);
+  CHECK(metric(report, "replies_duplicated") == 0);
+  CHECK(metric(report, "replies_out_of_order") == 0);
+  CHECK(metric(report, "replies_unrecognised") == 0);
+  CHECK(metric(report, "messages_per_s") > 0);
+  // A reply comes after the webhook's own answer: it includes a run and the outbox.
+  CHECK(metric(report, "reply.p50_us") > metric(report, "delivery.p50_us"));
+  check_child_cleaned_up(report.at("targets").as_object().at("troupe").as_object());
+}

@@ -4,7 +4,14 @@
 // a 429 from the receiver honoured, dead letters visible over the API, and a redelivery
 // after a restart not answered again.
 
+#include <atomic>
 #include <csignal>
+#include <map>
+#include <regex>
+#include <thread>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include <catch2/catch.hpp>
 
@@ -228,4 +235,112 @@ TEST_CASE("channels are created, read, changed and deleted over the API, secrets
   // Admin only.
   const auto user = node.server.user_token("ann");
   CHECK(status_of(node.server.call("GET", "/api/v1/channels", user)) == 403);
+}
+
+TEST_CASE(
+    "a thousand threads with five messages each, delivered at once, are all answered, in order "
+    "per thread, none twice",
+    "[integration][channels][load]") {
+  constexpr int threads = 1'000;
+  constexpr int per_thread = 5;
+  constexpr int senders = 40; // concurrent deliverers, each owning threads/senders threads
+  mock_llm_fixture mock;      // the default answer repeats the message: "… reply N to: <text>"
+  callback_receiver receiver;
+  api_server server("rate_per_second = 1000000\nrate_burst = 1000000\n",
+                    "[[providers]]\nname = \"mock\"\ntype = \"openai-compatible\"\nbase_url = \"" +
+                        mock.base_url() +
+                        "\"\n[[agents]]\nname = \"helper\"\nprovider = \"mock\"\n"
+                        "model = \"mock-llm\"\ntools = [\"finish\"]\ntimeout_s = 120\n"
+                        "[[channels]]\nname = \"hooks\"\ntype = \"webhook\"\nagent = \"helper\"\n"
+                        "queue_policy = \"followup\"\ntoken = \"" +
+                        std::string(channel_token) + "\"\ncallback_url = \"" + receiver.url() +
+                        "\"\n");
+  REQUIRE(server.port() != 0);
+
+  // Each sender delivers the first message of each of its threads, then the second, …:
+  // within a thread in order (a 200 means journaled), across threads all at once.
+  std::vector<std::thread> workers;
+  std::atomic<int> refused{0};
+  for (int w = 0; w < senders; ++w) {
+    workers.emplace_back([&, w] {
+      for (int m = 0; m < per_thread; ++m) {
+        for (int t = w; t < threads; t += senders) {
+          const auto text = fmt::format("t{}-m{}", t, m);
+          const std::string body =
+              fmt::format(R"({{"thread":"t{}","sender":"s{}","message_id":"{}","text":"{}"}})", t,
+                          t, text, text);
+          const auto answer =
+              http_exchange(server.port(), "POST", "/api/v1/webhooks/channels/hooks", body,
+                            std::string("Content-Type: application/json\r\nX-Webhook-Token: ") +
+                                channel_token + "\r\n");
+          if (status_of(answer) != 200) {
+            refused.fetch_add(1);
+          }
+        }
+      }
+    });
+  }
+  for (auto& w : workers) {
+    w.join();
+  }
+  REQUIRE(refused.load() == 0);
+  REQUIRE(wait_until([&] { return receiver.accepted() >= threads * per_thread; }, 300s));
+
+  // Every reply names its thread and repeats its message; per thread the messages come
+  // back 0, 1, 2, 3, 4.
+  std::map<std::string, std::vector<int>> answered;
+  const std::regex echoed(R"(to: t([0-9]+)-m([0-9]+))");
+  for (const auto& reply : receiver.requests()) {
+    const auto text = json_field(reply.body, "text");
+    std::smatch m;
+    REQUIRE(std::regex_search(text, m, echoed));
+    CHECK(json_field(reply.body, "thread") == "t" + m[1].str());
+    answered["t" + m[1].str()].push_back(std::stoi(m[2].str()));
+  }
+  CHECK(receiver.count() == static_cast<std::size_t>(threads * per_thread)); // none twice
+  REQUIRE(answered.size() == static_cast<std::size_t>(threads));
+  for (const auto& [thread, order] : answered) {
+    INFO("thread " << thread);
+    CHECK(order == std::vector<int>{0, 1, 2, 3, 4});
+  }
+  CHECK(mock.stats().completion_requests == static_cast<std::uint64_t>(threads * per_thread));
+}
+
+TEST_CASE("a troupe killed mid-run answers the message exactly once after its restart",
+          "[integration][channels]") {
+  auto options = scripted_mock();
+  // "hold" is answered in ten minutes: long after the troupe waiting for it is killed.
+  auto held = troupe::mock::parse_mock_script(
+      R"([{"match": {"user": "hold"}, "ttft_ms": 600000, "reply": {"text": "too late"}}])");
+  REQUIRE(held);
+  options.rules.insert(options.rules.begin(), held->begin(), held->end());
+  mock_llm_fixture mock(std::move(options));
+  callback_receiver receiver;
+  api_server server("rate_per_second = 1000\nrate_burst = 1000\n", config(mock, receiver));
+  const auto deliver = [&](const std::string& id, const std::string& text) {
+    const std::string body =
+        R"({"thread":"t-1","sender":"alice","message_id":")" + id + R"(","text":")" + text + "\"}";
+    return http_exchange(server.port(), "POST", "/api/v1/webhooks/channels/hooks", body,
+                         std::string("Content-Type: application/json\r\nX-Webhook-Token: ") +
+                             channel_token + "\r\n");
+  };
+  REQUIRE(status_of(deliver("m-1", "hold")) == 200);
+  REQUIRE(wait_until([&] { return mock.stats().completion_requests == 1; }, 30s));
+
+  server.restart(SIGKILL);
+  REQUIRE(server.port() != 0);
+  // The platform delivers it again (it may have seen no answer), and a next message.
+  CHECK(status_of(deliver("m-1", "hold")) == 200);
+  CHECK(status_of(deliver("m-2", "hello")) == 200);
+  REQUIRE(wait_until([&] { return receiver.accepted() >= 2; }, 30s));
+  // Answered once: the interrupted message with a notice (its run is not made again,
+  // which could repeat what its tools did), the next one by the model.
+  const auto requests = receiver.requests();
+  REQUIRE(requests.size() == 2);
+  CHECK_THAT(json_field(requests[0].body, "text"), Catch::Contains("interrupted by a restart"));
+  CHECK(json_field(requests[1].body, "text") == "Hi there");
+  CHECK(mock.stats().completion_requests == 2);
+  const auto view = body_of(server.call("GET", "/api/v1/channels/hooks", server.admin()));
+  CHECK(json_field(view, "sent") == "2");
+  CHECK(json_field(view, "dead") == "0");
 }

@@ -101,32 +101,6 @@ expected<mock::mock_llm_options> chat_mock_options(const scenario_options& o, bo
   return options;
 }
 
-std::string json_text(std::string_view s) {
-  return json::serialize(json::string(s));
-}
-
-/// POST /api/v1/chat (or another chat route) on troupe, with its token.
-request_template troupe_post(const troupe_server& troupe, std::string path) {
-  request_template t;
-  t.url = troupe.origin() + path;
-  t.headers = {troupe.authorization(), {"Content-Type", "application/json"}};
-  return t;
-}
-
-std::optional<json::object> parse_object(std::string_view text) {
-  boost::system::error_code ec;
-  auto v = json::parse(text, ec);
-  if (ec || !v.is_object()) {
-    return std::nullopt;
-  }
-  return std::move(v.as_object());
-}
-
-std::string string_field(const json::object& o, std::string_view key) {
-  const auto* v = o.if_contains(key);
-  return v && v->is_string() ? std::string(v->as_string()) : std::string();
-}
-
 // -- conversations created for the measured runs --
 
 struct creation_state {

@@ -1,11 +1,15 @@
 #include "scenario_support.hpp"
 
 #include <boost/asio/post.hpp>
+#include <boost/json/parse.hpp>
+#include <boost/json/serialize.hpp>
+#include <boost/json/string.hpp>
 #include <fmt/format.h>
 
 namespace troupe::bench::detail {
 
 namespace asio = boost::asio;
+namespace json = boost::json;
 
 local_mock::local_mock(mock::mock_llm_options options) {
   server_ = std::make_unique<mock::mock_llm_server>(io_, std::move(options));
@@ -96,4 +100,29 @@ expected<std::unique_ptr<troupe_server>> open_troupe(const scenario_options& o,
                                o.troupe_data_dir);
 }
 
+std::string json_text(std::string_view s) {
+  return json::serialize(json::string(s));
+}
+
+/// POST /api/v1/chat (or another chat route) on troupe, with its token.
+request_template troupe_post(const troupe_server& troupe, std::string path) {
+  request_template t;
+  t.url = troupe.origin() + path;
+  t.headers = {troupe.authorization(), {"Content-Type", "application/json"}};
+  return t;
+}
+
+std::optional<json::object> parse_object(std::string_view text) {
+  boost::system::error_code ec;
+  auto v = json::parse(text, ec);
+  if (ec || !v.is_object()) {
+    return std::nullopt;
+  }
+  return std::move(v.as_object());
+}
+
+std::string string_field(const json::object& o, std::string_view key) {
+  const auto* v = o.if_contains(key);
+  return v && v->is_string() ? std::string(v->as_string()) : std::string();
+}
 } // namespace troupe::bench::detail

@@ -13,6 +13,8 @@
 #include <boost/asio/awaitable.hpp>
 #include <boost/asio/io_context.hpp>
 
+#include <boost/json/object.hpp>
+
 #include "troupe/bench/load_generator.hpp"
 #include "troupe/bench/report.hpp"
 #include "troupe/bench/scenarios.hpp"
@@ -78,10 +80,22 @@ double us(std::uint64_t ns);
 expected<std::unique_ptr<troupe_server>> open_troupe(const scenario_options& o,
                                                      const troupe_setup& setup);
 
+/// `s` as a JSON string literal.
+std::string json_text(std::string_view s);
+/// A request to `path` on troupe, with its admin token and a JSON body to fill in.
+request_template troupe_post(const troupe_server& troupe, std::string path);
+/// The object `text` holds, or nullopt.
+std::optional<boost::json::object> parse_object(std::string_view text);
+/// `o[key]` when it is a string, else empty.
+std::string string_field(const boost::json::object& o, std::string_view key);
+
 // -- the chat-API scenarios (chat_scenarios.cpp) --
 
 expected<void> run_agent(const scenario_options& o, bench_report& report);
 expected<void> run_storage(const scenario_options& o, bench_report& report);
 expected<void> run_idle(const scenario_options& o, bench_report& report);
+
+// -- the channel scenario (channel_scenario.cpp) --
+expected<void> run_channel(const scenario_options& o, bench_report& report);
 
 } // namespace troupe::bench::detail

@@ -505,7 +505,7 @@ json::object options_json(const scenario_options& o) {
 }
 
 bool is_chat_api_scenario(std::string_view name) {
-  return name == "agent" || name == "storage" || name == "idle";
+  return name == "agent" || name == "storage" || name == "idle" || name == "channel";
 }
 
 /// The OpenAI-compatible base URL (…/v1) behind a chat completions URL.
@@ -640,8 +640,8 @@ expected<void> run_model_scenario(const scenario_options& o, bench_report& repor
 } // namespace
 
 const std::vector<std::string_view>& scenario_names() {
-  static const std::vector<std::string_view> names = {"overhead", "throughput", "stream",
-                                                      "agent",    "storage",    "idle"};
+  static const std::vector<std::string_view> names = {"overhead", "throughput", "stream", "agent",
+                                                      "storage",  "idle",       "channel"};
   return names;
 }
 
@@ -723,6 +723,8 @@ expected<bench_report> run_scenario(const scenario_options& o) {
     ran = run_storage(o, report);
   } else if (o.scenario == "idle") {
     ran = run_idle(o, report);
+  } else if (o.scenario == "channel") {
+    ran = run_channel(o, report);
   } else {
     ran = run_model_scenario(o, report);
   }

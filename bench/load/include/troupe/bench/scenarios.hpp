@@ -35,6 +35,9 @@
 /// - `idle`: `conversations` conversations kept in memory, then a run waiting on the model
 ///   in each, then an SSE subscriber on each run: troupe's resident memory per
 ///   conversation, per waiting run and per subscriber, kernel socket memory separately.
+/// - `channel`: `conversations` threads (default 1,000) × `runs` messages (default 5) into
+///   a generic webhook channel, replies at a local callback receiver: messages/s and the
+///   latency from delivery to reply, every reply checked (missing, twice, out of order).
 #include <chrono>
 #include <string>
 #include <string_view>
@@ -85,7 +88,7 @@ struct scenario_options {
   /// agent, storage: measured runs per concurrency level (0: 200, 2000, 5000 for 1, 100,
   /// 1000 as the peers; 20 x concurrency otherwise).
   unsigned runs = 0;
-  /// idle: conversations (0: 1000).
+  /// idle: conversations (0: 1000); channel: threads (0: 1000).
   unsigned conversations = 0;
   /// agent: a directory of the peers' JSON results (bench/peers/results) to compare with.
   std::string peers_dir;
