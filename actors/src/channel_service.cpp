@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "troupe/actors/bridge.hpp"
+#include "troupe/net/channel/telegram_adapter.hpp"
 #include "troupe/net/channel/webhook_adapter.hpp"
 #include "troupe/runtime/crypto.hpp"
 #include "troupe/runtime/log.hpp"
@@ -39,6 +40,14 @@ net::http_response ok_answer(const net::channel::decoded_request& decoded) {
   r.content_type = decoded.response_content_type;
   r.body = decoded.response_body;
   return r;
+}
+
+/// The channel's api_base, else its platform's public one.
+std::string api_base_of(const storage::channel_record& r) {
+  channel_settings s;
+  s.type = parse_channel_type(r.kind).value_or(channel_type::webhook);
+  s.api_base = r.api_base;
+  return s.effective_api_base();
 }
 
 } // namespace
@@ -78,9 +87,15 @@ void channel_service::stop() {
     options_.writer = store_writer_actor{};
     options_.chat.reset();
   }
+  std::map<std::string, std::shared_ptr<const live_channel>, std::less<>> channels;
   {
     std::lock_guard lock(channels_mutex_);
-    channels_.clear();
+    channels.swap(channels_);
+  }
+  // Loops of the adapters (Telegram's getUpdates) end first: their calls in flight are
+  // cancelled, and nothing more is journaled.
+  for (const auto& [name, live] : channels) {
+    live->adapter->stop(true);
   }
   // Each thread records the outcome of the send it has in flight before it quits (else
   // a part the platform has would be sent again after the restart); the store writer
@@ -98,8 +113,31 @@ void channel_service::stop() {
 }
 
 void channel_service::forget(const std::string& name) {
-  std::lock_guard lock(channels_mutex_);
-  channels_.erase(name);
+  std::shared_ptr<const live_channel> old;
+  {
+    std::lock_guard lock(channels_mutex_);
+    if (auto it = channels_.find(name); it != channels_.end()) {
+      old = std::move(it->second);
+      channels_.erase(it);
+    }
+  }
+  if (old) {
+    // Not waited for: this may run on the thread of the adapter's executor.
+    old->adapter->stop(false);
+  }
+  // A channel that polls its platform (or registers with it) goes live again at once with
+  // its new settings; one deleted or disabled stays down.
+  activate(name);
+}
+
+void channel_service::activate(const std::string& name) {
+  if (!writer()) {
+    return;
+  }
+  auto live = channel(name);
+  if (!live && live.error().code != errc::not_found) {
+    log::warn("channel {}: {}", name, live.error().message);
+  }
 }
 
 expected<std::shared_ptr<const live_channel>>
@@ -145,7 +183,21 @@ channel_service::make_live(storage::channel_record record) {
       live->adapter =
           std::make_shared<net::channel::webhook_adapter>(record.name, token, record.callback_url);
       break;
-    case channel_type::telegram:
+    case channel_type::telegram: {
+      if (token.empty()) {
+        return fail(errc::unavailable,
+                    fmt::format("channel '{}' has no bot token: set {} or token", record.name,
+                                record.token_env.empty() ? "token_env" : record.token_env));
+      }
+      net::channel::telegram_options o;
+      o.channel = record.name;
+      o.token = token;
+      o.api_base = api_base_of(record);
+      o.mode = record.mode;
+      o.webhook_url = record.callback_url;
+      live->adapter = std::make_shared<net::channel::telegram_adapter>(std::move(o));
+      break;
+    }
     case channel_type::slack:
       return fail(errc::unavailable,
                   fmt::format("channel '{}': the {} adapter is not in this build yet", record.name,
@@ -171,8 +223,26 @@ expected<std::shared_ptr<const live_channel>> channel_service::channel(const std
   if (!live) {
     return live;
   }
-  std::lock_guard lock(channels_mutex_);
-  channels_.insert_or_assign(name, *live);
+  {
+    std::lock_guard lock(channels_mutex_);
+    if (auto it = channels_.find(name); it != channels_.end()) {
+      return it->second; // made meanwhile by another request: that one is live
+    }
+    channels_.insert_or_assign(name, *live);
+  }
+  if ((*live)->record.enabled && options_.http && writer()) {
+    std::weak_ptr<const live_channel> weak = *live;
+    (*live)->adapter->start(*options_.http,
+                            [this, weak](std::vector<net::channel::inbound_message> messages)
+                                -> boost::asio::awaitable<expected<void>> {
+                              auto ch = weak.lock();
+                              if (!ch) {
+                                co_return fail(errc::unavailable, "the channel changed");
+                              }
+                              auto journaling = journal(ch, std::move(messages));
+                              co_return co_await std::move(journaling);
+                            });
+  }
   return live;
 }
 
@@ -265,7 +335,23 @@ boost::asio::awaitable<net::http_response> channel_service::receive(std::string 
   if (!decoded) {
     co_return net::http_response::error(400, "invalid_argument", decoded.error().message);
   }
-  for (auto& m : decoded->messages) {
+  auto journaling = journal(*live, std::move(decoded->messages));
+  if (auto journaled = co_await std::move(journaling); !journaled) {
+    // Not journaled: the platform is told to deliver it again.
+    co_return net::http_response::error(503, "unavailable", journaled.error().message);
+  }
+  co_return ok_answer(*decoded);
+}
+
+boost::asio::awaitable<expected<void>>
+channel_service::journal(std::shared_ptr<const live_channel> live,
+                         std::vector<net::channel::inbound_message> messages) {
+  const auto store = writer();
+  if (!store) {
+    co_return fail(errc::unavailable, "the channel service has stopped");
+  }
+  const auto& ch = *live;
+  for (auto& m : messages) {
     storage::inbound_record in;
     in.channel_id = ch.record.id;
     in.platform_message_id = m.message_id;
@@ -288,21 +374,20 @@ boost::asio::awaitable<net::http_response> channel_service::receive(std::string 
     auto writing = write(system_, store, std::move(op), store_write_timeout);
     auto written = co_await std::move(writing);
     if (!written) {
-      // Not journaled: the platform is told to deliver it again.
-      co_return net::http_response::error(503, "unavailable", written.error().message);
+      co_return tl::unexpected(written.error());
     }
     if (journaled->duplicate) {
       continue;
     }
     in.id = journaled->id;
-    auto handing = hand_over(*live, std::move(in));
+    auto handing = hand_over(live, std::move(in));
     if (auto handed = co_await std::move(handing); !handed) {
       // Journaled: the next start hands it over (recover), so the platform is answered 200.
-      log::error("channel {}: message {} journaled but not handed to its thread: {}", name,
-                 m.message_id, handed.error().message);
+      log::error("channel {}: message {} journaled but not handed to its thread: {}",
+                 ch.record.name, m.message_id, handed.error().message);
     }
   }
-  co_return ok_answer(*decoded);
+  co_return expected<void>{};
 }
 
 boost::asio::awaitable<std::size_t> channel_service::recover() {
@@ -362,6 +447,16 @@ boost::asio::awaitable<std::size_t> channel_service::recover() {
       auto handing = hand_over(*live, std::move(m));
       if (auto ok = co_await std::move(handing); ok) {
         ++handed;
+      }
+    }
+  }
+  // Channels that talk to their platform beyond the inbound route (Telegram's getUpdates
+  // loop or setWebhook, Slack's auth.test) go live now, after what the stop left.
+  auto all = options_.reads->with([](storage::connection& c) { return storage::list_channels(c); });
+  if (all) {
+    for (const auto& record : *all) {
+      if (record.enabled && record.kind != "webhook") {
+        activate(record.name);
       }
     }
   }

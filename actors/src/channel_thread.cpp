@@ -1,9 +1,12 @@
 #include "troupe/actors/channel_thread.hpp"
 
 #include <algorithm>
+#include <atomic>
 #include <deque>
 #include <optional>
 
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <fmt/format.h>
 
 #include "channel_thread_state.hpp"
@@ -33,6 +36,8 @@ constexpr auto submit_timeout = std::chrono::seconds(30);
 constexpr auto run_grace = std::chrono::seconds(60);
 // Attempts to hand one message to its conversation before it is dead-lettered.
 constexpr int max_submit_attempts = 5;
+// The longest a typing indicator is kept up for one stretch of runs.
+constexpr auto typing_cap = std::chrono::minutes(2);
 
 std::chrono::milliseconds backoff(const outbox_policy& p, std::int64_t attempts) {
   auto wait = p.first_backoff;
@@ -53,6 +58,30 @@ void touch(thread_self self) {
   if (idle(st)) {
     self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(st.spec.context->idle_ttl),
                        thread_idle_atom::value, st.generation);
+  }
+}
+
+// --- typing -------------------------------------------------------------------------------
+
+/// Shows the platform's typing indicator while runs of the thread are awaited, for at most
+/// `typing_cap`; its calls go their own way and never touch a reply.
+void start_typing(thread_state& st) {
+  const auto& adapter = channel_of(st).adapter;
+  if (st.typing || !st.thread || adapter->typing_interval().count() <= 0) {
+    return;
+  }
+  st.typing = std::make_shared<std::atomic<bool>>(true);
+  auto* http = st.spec.context->http_here();
+  asio::co_spawn(
+      http->get_executor(),
+      net::channel::keep_typing(adapter, *http, st.thread->reply_to, st.typing, typing_cap),
+      asio::detached);
+}
+
+void stop_typing(thread_state& st) {
+  if (st.typing) {
+    st.typing->store(false);
+    st.typing.reset();
   }
 }
 
@@ -168,17 +197,20 @@ void give_up(thread_self self, const storage::inbound_record& m, const std::stri
         [](write_result) {});
 }
 
-/// Splits a final answer into parts for the platform. One part for now: the adapters'
-/// own limits (split_message) come with the Telegram and Slack adapters.
-std::vector<std::string> parts_of(const std::string& text) {
-  return {text.empty() ? std::string("(no answer)") : text};
+std::vector<std::string> parts_of(const net::channel::channel_adapter& adapter,
+                                  const std::string& text) {
+  auto parts = adapter.split(text);
+  if (parts.empty()) {
+    parts.emplace_back("(no answer)");
+  }
+  return parts;
 }
 
 std::vector<storage::outbox_record> reply_rows(const thread_state& st, const std::string& key,
                                                const std::string& text) {
   std::vector<storage::outbox_record> rows;
   std::int64_t n = 0;
-  for (auto& piece : parts_of(text)) {
+  for (auto& piece : parts_of(*channel_of(st).adapter, text)) {
     storage::outbox_record o;
     o.channel_id = channel_of(st).record.id;
     o.thread_id = st.thread ? st.thread->id : 0;
@@ -234,6 +266,9 @@ void record_reply(thread_self self, storage::row_id inbound_id, run_result resul
   store(self, std::move(op), [self, parts, run_id = result.run_id](write_result r) mutable {
     auto& s = self->state;
     --s.waiting_runs;
+    if (s.waiting_runs == 0) {
+      stop_typing(s);
+    }
     if (!r) {
       log::error("channel {} thread {}: the reply of run {} cannot be recorded: {}",
                  channel_of(s).record.name, s.spec.thread_key, run_id, r.error().message);
@@ -290,6 +325,7 @@ void await_result(thread_self self, storage::row_id inbound_id, run_ticket ticke
   auto& st = self->state;
   ++st.waiting_runs;
   st.runs.push_back(awaited_run{ticket.run_id, ticket.conversation_id});
+  start_typing(st);
   auto* http = st.spec.context->http_here();
   auto waiting = st.spec.context->chat->wait(ticket, limit);
   start_io(self, http->get_executor(), std::move(waiting),
@@ -614,6 +650,7 @@ channel_thread_actor::behavior_type channel_thread(thread_self self, channel_thr
       },
       [self](drain_atom) -> caf::result<bool> {
         auto& st = self->state;
+        stop_typing(st);
         if (!st.sending) {
           self->quit();
           return true;

@@ -8,9 +8,11 @@
 ///   channel_commands.cpp  slash commands answered without the model (/new, /continue,
 ///                         /stop, /status, …), the dead-letter notice, archives
 
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <memory>
 #include <optional>
 #include <set>
 #include <string>
@@ -50,6 +52,8 @@ struct thread_state {
   /// results read back from the database after a restart, which have no entry here).
   std::size_t waiting_runs = 0;
   std::deque<awaited_run> runs;
+  /// Set while runs are awaited: the platform's typing indicator is kept up (keep_typing).
+  std::shared_ptr<std::atomic<bool>> typing;
   /// The newest dead-lettered outbox entry the user was told about (or is being told
   /// about: its notice is on its way to the store).
   storage::row_id notice_through = 0;
@@ -88,8 +92,9 @@ void pump_inbox(thread_self self);
 void pump_outbox(thread_self self);
 /// Reads the thread row and its conversation (and its archive mark); true when both exist.
 bool load_binding(thread_state& st);
-/// A reply's text in the parts the platform takes.
-std::vector<std::string> parts_of(const std::string& text);
+/// A reply's text in the parts the platform takes (the adapter's split).
+std::vector<std::string> parts_of(const net::channel::channel_adapter& adapter,
+                                  const std::string& text);
 /// The outbox rows of `text` as the reply keyed by `key` (a run id, or the journaled run
 /// id of a command message), parts from 0.
 std::vector<storage::outbox_record> reply_rows(const thread_state& st, const std::string& key,

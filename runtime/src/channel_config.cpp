@@ -152,8 +152,15 @@ expected<void> validate_channel(const channel_settings& ch, const key_env_policy
       }
       break;
   }
-  if (!ch.callback_url.empty() && ch.type != channel_type::webhook) {
-    return bad("callback_url is for webhook channels only");
+  // Telegram's webhook mode gives setWebhook the public URL of the channel's inbound route.
+  const bool telegram_webhook = ch.type == channel_type::telegram && ch.mode == "webhook";
+  if (telegram_webhook && !ch.callback_url.starts_with("http://") &&
+      !ch.callback_url.starts_with("https://")) {
+    return bad("a telegram channel with mode = \"webhook\" needs an http(s) callback_url (the "
+               "public URL of its inbound route, given to setWebhook)");
+  }
+  if (!ch.callback_url.empty() && ch.type != channel_type::webhook && !telegram_webhook) {
+    return bad("callback_url is for webhook channels and telegram's webhook mode only");
   }
   if (!ch.api_base.empty() && !ch.api_base.starts_with("http://") &&
       !ch.api_base.starts_with("https://")) {

@@ -27,6 +27,7 @@ agent = "assistant"
 mode = "webhook"
 token_env = "TROUPE_KEY_TG"
 api_base = "http://127.0.0.1:9999"
+callback_url = "https://bot.example.org/api/v1/webhooks/channels/support-tg"
 session_scope = "thread_sender"
 queue_policy = "collect"
 stream_edits = true
@@ -53,6 +54,7 @@ callback_url = "http://127.0.0.1:1/replies"
   CHECK(tg.mode == "webhook");
   CHECK(tg.token_env == "TROUPE_KEY_TG");
   CHECK(tg.effective_api_base() == "http://127.0.0.1:9999");
+  CHECK(tg.callback_url == "https://bot.example.org/api/v1/webhooks/channels/support-tg");
   CHECK(tg.scope == session_scope::thread_sender);
   CHECK(tg.queue == queue_policy::collect);
   CHECK(tg.stream_edits);
@@ -152,6 +154,12 @@ TEST_CASE("a channel entry with a wrong value says which", "[runtime][settings][
   CHECK_THAT(error_of("[[channels]]\nname = \"x\"\ntype = \"webhook\"\nagent = \"a\"\n"
                       "token = \"t\"\ncallback_url = \"ftp://x\"\n"),
              Catch::Contains("needs an http(s) callback_url"));
+  CHECK_THAT(error_of("[[channels]]\nname = \"x\"\ntype = \"telegram\"\nagent = \"a\"\n"
+                      "token = \"t\"\nmode = \"webhook\"\n"),
+             Catch::Contains("with mode = \"webhook\" needs an http(s) callback_url"));
+  CHECK_THAT(error_of("[[channels]]\nname = \"x\"\ntype = \"telegram\"\nagent = \"a\"\n"
+                      "token = \"t\"\ncallback_url = \"https://x.org/\"\n"),
+             Catch::Contains("callback_url is for webhook channels and telegram's webhook mode"));
   CHECK_THAT(error_of("[[channels]]\nname = \"has space\"\ntype = \"telegram\"\nagent = \"a\"\n"
                       "token = \"t\"\n"),
              Catch::Contains("name must be 1 to 64 letters"));

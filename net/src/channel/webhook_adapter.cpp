@@ -79,18 +79,11 @@ std::string webhook_adapter::outbound_body(const outbound_part& part) const {
 
 boost::asio::awaitable<send_result> webhook_adapter::send(http_client& http, outbound_part part,
                                                           std::chrono::milliseconds deadline) {
-  http_client_request request;
-  request.method = http_method::post;
-  request.url = callback_url_;
-  request.body = outbound_body(part);
-  request.headers = {
-      {"Content-Type", "application/json"},
-      {std::string(webhook_signature_header), webhook_signature(token_, request.body)},
-      {std::string(webhook_idempotency_header), fmt::format("{}:{}", part.run_id, part.part)}};
-  request.deadlines.connect = std::min(deadline, request.deadlines.connect);
-  request.deadlines.first_byte = deadline;
-  request.deadlines.idle = deadline;
-  request.deadlines.total = deadline;
+  auto request = json_post(callback_url_, outbound_body(part), deadline);
+  request.headers.push_back(
+      {std::string(webhook_signature_header), webhook_signature(token_, request.body)});
+  request.headers.push_back(
+      {std::string(webhook_idempotency_header), fmt::format("{}:{}", part.run_id, part.part)});
   // Awaited as a named value: GCC 12 destroys some temporaries of a co_await
   // full-expression twice.
   auto fetching = http.fetch(std::move(request));

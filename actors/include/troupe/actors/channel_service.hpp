@@ -75,6 +75,13 @@ private:
   expected<std::shared_ptr<const live_channel>> make_live(storage::channel_record record);
   channel_thread_actor thread(const std::shared_ptr<const live_channel>& channel,
                               const std::string& key);
+  /// Journals `messages` (each once: a redelivery finds its row) and hands each new one to
+  /// its thread; an error when a journal write failed (the platform delivers it again).
+  boost::asio::awaitable<expected<void>>
+  journal(std::shared_ptr<const live_channel> channel,
+          std::vector<net::channel::inbound_message> messages);
+  /// Makes channel `name` live (its adapter started) unless it is gone or disabled.
+  void activate(const std::string& name);
   /// Hands a journaled message to its thread, asking again when the actor it found
   /// passivated meanwhile.
   boost::asio::awaitable<expected<void>> hand_over(std::shared_ptr<const live_channel> channel,

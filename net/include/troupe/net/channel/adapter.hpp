@@ -8,15 +8,23 @@
 /// good. Journaling, dedupe, threads, conversations, the outbox and its retries belong
 /// to the core (actors/channel_*), so every platform gets them the same way.
 ///
-/// Threading: `verify` and `decode` are pure and may run anywhere; `send` is a coroutine
-/// on the executor of the `http_client` it is given.
+/// Threading: `verify`, `decode` and `split` are pure and may run anywhere (an adapter
+/// that learns something at `start`, as Slack's bot user id, guards it); `send` and
+/// `typing` are coroutines on the executor of the `http_client` they are given; `start`
+/// runs its work there too, and `stop` may be called from any thread.
 
+#include <atomic>
 #include <chrono>
+#include <functional>
+#include <future>
 #include <memory>
 #include <string>
+#include <string_view>
 #include <vector>
 
+#include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
+#include <boost/asio/cancellation_signal.hpp>
 
 #include "troupe/net/http_client.hpp"
 #include "troupe/net/http_message.hpp"
@@ -85,6 +93,16 @@ struct send_result {
 send_result classify_http_status(unsigned status, std::string_view retry_after_header,
                                  std::string_view body);
 
+/// Where an adapter that fetches its own messages (Telegram's getUpdates) hands them: the
+/// channel core journals them, durably, before the coroutine returns. An error: not all
+/// were journaled; fetch them again (the journal drops the ones it has).
+using inbound_sink =
+    std::function<boost::asio::awaitable<expected<void>>(std::vector<inbound_message>)>;
+
+/// A JSON POST to `url` whose every deadline is at most `deadline` (the adapters' calls).
+http_client_request json_post(std::string url, std::string body,
+                              std::chrono::milliseconds deadline);
+
 /// One platform.
 class channel_adapter {
 public:
@@ -102,6 +120,62 @@ public:
   /// Sends one part through `http`, giving up at `deadline`.
   virtual boost::asio::awaitable<send_result> send(http_client& http, outbound_part part,
                                                    std::chrono::milliseconds deadline) = 0;
+
+  /// A reply's text in the parts the platform accepts, in order (each part is one outbox
+  /// row, sent on its own). One part by default.
+  virtual std::vector<std::string> split(std::string_view text) const;
+
+  /// How often the platform's typing indicator is shown again while a run of the thread
+  /// is active (Telegram's lasts 5 s); zero (the default): the platform shows none.
+  virtual std::chrono::milliseconds typing_interval() const {
+    return std::chrono::milliseconds{0};
+  }
+  /// Shows the typing indicator once in the thread `reply_to`, giving up at `deadline`.
+  /// Its failures are the adapter's to log: they never touch a reply.
+  virtual boost::asio::awaitable<void> typing(http_client& http, std::string reply_to,
+                                              std::chrono::milliseconds deadline);
+
+  /// Starts what the platform needs besides the inbound route, on `http`'s executor
+  /// (Telegram: the getUpdates loop handing messages to `sink`, or setWebhook; Slack:
+  /// auth.test for the bot's user id). Called once, when the channel goes live.
+  virtual void start(http_client& http, inbound_sink sink);
+  /// Ends what `start` began. With `wait`, returns once it ended (or after a few
+  /// seconds); never wait on a thread that runs `http`'s executor.
+  virtual void stop(bool wait);
+};
+
+/// Shows the typing indicator of `adapter` in `reply_to` every `typing_interval` while
+/// `active` holds, for at most `cap`. A coroutine on `http`'s executor.
+boost::asio::awaitable<void> keep_typing(std::shared_ptr<channel_adapter> adapter,
+                                         http_client& http, std::string reply_to,
+                                         std::shared_ptr<const std::atomic<bool>> active,
+                                         std::chrono::milliseconds cap);
+
+/// A coroutine an adapter runs beside the inbound route, cancelled by `stop`: the
+/// cancellation reaches the operation it awaits (an HTTP call, a timer) at once.
+class background_task {
+public:
+  background_task() = default;
+  ~background_task();
+  background_task(const background_task&) = delete;
+  background_task& operator=(const background_task&) = delete;
+
+  /// Runs `body` on `executor` (once; a second call is ignored).
+  void start(boost::asio::any_io_executor executor,
+             std::function<boost::asio::awaitable<void>()> body);
+  /// Asks it to end; with `wait`, returns when it ended or `wait_at_most` passed.
+  void stop(bool wait, std::chrono::milliseconds wait_at_most = std::chrono::seconds(3));
+  /// True once `stop` was called: the body checks it after every wait.
+  bool stopping() const noexcept {
+    return stopping_->load();
+  }
+
+private:
+  std::shared_ptr<std::atomic<bool>> stopping_ = std::make_shared<std::atomic<bool>>(false);
+  std::shared_ptr<boost::asio::cancellation_signal> signal_;
+  boost::asio::any_io_executor executor_;
+  std::shared_future<void> done_;
+  bool started_ = false;
 };
 
 } // namespace troupe::net::channel
