@@ -194,8 +194,22 @@ struct node::impl {
   std::condition_variable stopped_cv;
   int stop_requests = 0;
   bool stopped = false;
+  // Stops the channels, then finishes the stop (see finish_stop); joined by wait().
+  std::thread channel_stopper;
+  bool channels_stopping = false;
 
   void finish_stop() {
+    if (channels && !channels_stopping) {
+      channels_stopping = true;
+      // The channels' threads record the sends they have in flight through the store
+      // writer, so they stop first; on a thread of their own, since the drain waits on
+      // actors and transfers that may live on this (shard) thread.
+      channel_stopper = std::thread([this] {
+        channels->stop();
+        finish_stop();
+      });
+      return;
+    }
     if (chat) {
       // Conversations end and cancel their runs (which kill their tools' processes).
       chat->stop();
@@ -366,6 +380,9 @@ node::node(settings config, node_frontend frontend)
     : impl_(std::make_unique<impl>(std::move(config), std::move(frontend))) {}
 
 node::~node() {
+  if (impl_->channel_stopper.joinable()) {
+    impl_->channel_stopper.join();
+  }
   if (!impl_->io_threads.empty()) {
     bool stopped = false;
     {
@@ -703,6 +720,9 @@ void node::wait() {
   std::unique_lock lock(impl_->mutex);
   impl_->stopped_cv.wait(lock, [this] { return impl_->stopped; });
   lock.unlock();
+  if (impl_->channel_stopper.joinable()) {
+    impl_->channel_stopper.join();
+  }
   impl_->join_io_threads();
 }
 
