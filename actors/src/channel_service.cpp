@@ -3,6 +3,7 @@
 #include <fmt/format.h>
 
 #include "troupe/actors/bridge.hpp"
+#include "troupe/net/channel/slack_adapter.hpp"
 #include "troupe/net/channel/telegram_adapter.hpp"
 #include "troupe/net/channel/webhook_adapter.hpp"
 #include "troupe/runtime/crypto.hpp"
@@ -198,10 +199,25 @@ channel_service::make_live(storage::channel_record record) {
       live->adapter = std::make_shared<net::channel::telegram_adapter>(std::move(o));
       break;
     }
-    case channel_type::slack:
-      return fail(errc::unavailable,
-                  fmt::format("channel '{}': the {} adapter is not in this build yet", record.name,
-                              record.kind));
+    case channel_type::slack: {
+      net::channel::slack_options o;
+      o.channel = record.name;
+      o.api_base = api_base_of(record);
+      for (auto [variable, into] :
+           {std::pair<const std::string&, std::string*>{record.bot_token_env, &o.bot_token},
+            {record.signing_secret_env, &o.signing_secret}}) {
+        channel_settings from;
+        from.token_env = variable;
+        *into = from.resolve_token(options_.environment, options_.key_env);
+        if (into->empty()) {
+          return fail(errc::unavailable,
+                      fmt::format("channel '{}' has no {}: set {}", record.name,
+                                  into == &o.bot_token ? "bot token" : "signing secret", variable));
+        }
+      }
+      live->adapter = std::make_shared<net::channel::slack_adapter>(std::move(o));
+      break;
+    }
   }
   live->record = std::move(record);
   return std::shared_ptr<const live_channel>(std::move(live));

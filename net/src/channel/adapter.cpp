@@ -118,6 +118,17 @@ void background_task::start(boost::asio::any_io_executor executor,
       }));
 }
 
+boost::asio::awaitable<bool> background_task::pause(boost::asio::any_io_executor executor,
+                                                    std::chrono::milliseconds wait) const {
+  namespace asio = boost::asio;
+  if (stopping()) {
+    co_return false;
+  }
+  asio::steady_timer timer(executor, wait);
+  co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
+  co_return !stopping();
+}
+
 void background_task::stop(bool wait, std::chrono::milliseconds wait_at_most) {
   if (!started_ || stopping_->exchange(true)) {
     if (wait && done_.valid()) {

@@ -3,9 +3,6 @@
 #include <algorithm>
 #include <charconv>
 
-#include <boost/asio/as_tuple.hpp>
-#include <boost/asio/steady_timer.hpp>
-#include <boost/asio/use_awaitable.hpp>
 #include <fmt/format.h>
 
 #include "troupe/runtime/channel/text.hpp"
@@ -200,15 +197,6 @@ asio::awaitable<void> telegram_adapter::typing(http_client& http, std::string re
   }
 }
 
-asio::awaitable<bool> telegram_adapter::pause(http_client& http, std::chrono::milliseconds wait) {
-  if (task_.stopping()) {
-    co_return false;
-  }
-  asio::steady_timer timer(http.get_executor(), wait);
-  co_await timer.async_wait(asio::as_tuple(asio::use_awaitable));
-  co_return !task_.stopping();
-}
-
 asio::awaitable<void> telegram_adapter::poll(http_client& http, inbound_sink sink) {
   // A webhook set earlier (this channel in webhook mode before) makes getUpdates 409.
   {
@@ -243,7 +231,8 @@ asio::awaitable<void> telegram_adapter::poll(http_client& http, inbound_sink sin
       log::warn("telegram channel {}: getUpdates failed ({}), again in {} ms", options_.channel,
                 result.transport ? result.answer.description : describe(result.answer),
                 wait.count());
-      if (!co_await pause(http, wait)) {
+      auto pausing = task_.pause(http.get_executor(), wait);
+      if (!co_await std::move(pausing)) {
         break;
       }
       continue;
@@ -253,7 +242,8 @@ asio::awaitable<void> telegram_adapter::poll(http_client& http, inbound_sink sin
       const auto wait = back_off(std::chrono::milliseconds(0));
       log::warn("telegram channel {}: getUpdates answer unreadable ({}), again in {} ms",
                 options_.channel, batch.error().message, wait.count());
-      if (!co_await pause(http, wait)) {
+      auto pausing = task_.pause(http.get_executor(), wait);
+      if (!co_await std::move(pausing)) {
         break;
       }
       continue;
@@ -265,7 +255,8 @@ asio::awaitable<void> telegram_adapter::poll(http_client& http, inbound_sink sin
         const auto wait = back_off(std::chrono::milliseconds(0));
         log::warn("telegram channel {}: updates not journaled ({}), again in {} ms",
                   options_.channel, journaled.error().message, wait.count());
-        if (!co_await pause(http, wait)) {
+        auto pausing = task_.pause(http.get_executor(), wait);
+        if (!co_await std::move(pausing)) {
           break;
         }
         continue;
@@ -277,7 +268,8 @@ asio::awaitable<void> telegram_adapter::poll(http_client& http, inbound_sink sin
       backoff = options_.first_backoff;
     } else if (std::chrono::steady_clock::now() - began < prompt_answer) {
       // Nothing, and at once: the server does not long-poll; do not spin.
-      if (!co_await pause(http, back_off(std::chrono::milliseconds(0)))) {
+      auto pausing = task_.pause(http.get_executor(), back_off(std::chrono::milliseconds(0)));
+      if (!co_await std::move(pausing)) {
         break;
       }
     } else {
@@ -315,7 +307,8 @@ asio::awaitable<void> telegram_adapter::register_webhook(http_client& http) {
     backoff = std::min(backoff * 2, options_.max_backoff);
     log::warn("telegram channel {}: setWebhook failed ({}), again in {} ms", options_.channel,
               result.answer.description, wait.count());
-    if (!co_await pause(http, wait)) {
+    auto pausing = task_.pause(http.get_executor(), wait);
+    if (!co_await std::move(pausing)) {
       co_return;
     }
   }

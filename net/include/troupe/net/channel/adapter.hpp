@@ -169,6 +169,9 @@ public:
   bool stopping() const noexcept {
     return stopping_->load();
   }
+  /// Waits `wait` on `executor` (ended early by `stop`); false when stopping.
+  boost::asio::awaitable<bool> pause(boost::asio::any_io_executor executor,
+                                     std::chrono::milliseconds wait) const;
 
 private:
   std::shared_ptr<std::atomic<bool>> stopping_ = std::make_shared<std::atomic<bool>>(false);

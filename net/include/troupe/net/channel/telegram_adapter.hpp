@@ -103,8 +103,6 @@ private:
                                            std::chrono::milliseconds deadline) const;
   boost::asio::awaitable<void> poll(http_client& http, inbound_sink sink);
   boost::asio::awaitable<void> register_webhook(http_client& http);
-  /// Waits `wait` unless stopped; false when stopped.
-  boost::asio::awaitable<bool> pause(http_client& http, std::chrono::milliseconds wait);
 
   telegram_options options_;
   std::string secret_;

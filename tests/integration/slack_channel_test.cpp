@@ -1,0 +1,272 @@
+// The Slack channel end to end: the real `troupe serve` binary, a scripted mock-llm, the
+// fake Web API (support/fake_slack.hpp) and Events API deliveries signed as Slack signs
+// them — url_verification, a round trip in the message's thread, redeliveries and the
+// message + app_mention pair of one @-mention answered once, a 429 and a 200
+// `ratelimited` honoured, other error words dead-lettered, bad signatures refused with
+// nothing journaled, bots and edits ignored, a long answer split.
+
+#include <cstdlib>
+
+#include <catch2/catch.hpp>
+
+#include "net/mock_llm_fixture.hpp"
+#include "support/api_server.hpp"
+#include "support/fake_slack.hpp"
+#include "support/raw_http.hpp"
+#include "support/wait_until.hpp"
+#include "troupe/mock/mock_llm_server.hpp"
+
+using namespace troupe::test;
+using namespace std::chrono_literals;
+
+namespace {
+
+constexpr auto signing_secret = "8f742231b10e8888abcd99yyyzzz85a5";
+
+/// Paragraphs of about 1,500 characters each: more than a Slack part holds in all.
+std::string long_answer() {
+  std::string out;
+  for (int p = 0; p < 4; ++p) {
+    if (p > 0) {
+      out += "\n\n";
+    }
+    out += "Paragraph " + std::to_string(p) + ":";
+    for (int w = 0; w < 250; ++w) {
+      out += " word";
+    }
+  }
+  return out;
+}
+
+std::string json_escaped(const std::string& text) {
+  std::string out;
+  for (const char c : text) {
+    out += c == '\n' ? std::string("\\n") : std::string(1, c);
+  }
+  return out;
+}
+
+troupe::mock::mock_llm_options scripted_mock() {
+  const auto script = R"([
+    {"match": {"user": "hello"}, "reply": {"text": "Hi there"}},
+    {"match": {"user": "second"}, "reply": {"text": "Second answer"}},
+    {"match": {"user": "bold"}, "reply": {"text": "**bold** move"}},
+    {"match": {"user": "long"}, "reply": {"text": ")" +
+                      json_escaped(long_answer()) + R"("}}
+  ])";
+  troupe::mock::mock_llm_options o;
+  auto rules = troupe::mock::parse_mock_script(script);
+  REQUIRE(rules);
+  o.rules = std::move(*rules);
+  return o;
+}
+
+std::string config(const mock_llm_fixture& mock, const fake_slack& fake) {
+  return "[[providers]]\nname = \"mock\"\ntype = \"openai-compatible\"\nbase_url = \"" +
+         mock.base_url() +
+         "\"\n"
+         "[[agents]]\nname = \"helper\"\nprovider = \"mock\"\nmodel = \"mock-llm\"\n"
+         "tools = [\"finish\"]\ntimeout_s = 60\n"
+         "[[channels]]\nname = \"team\"\ntype = \"slack\"\nagent = \"helper\"\n"
+         "bot_token_env = \"TROUPE_KEY_SLACK_BOT\"\n"
+         "signing_secret_env = \"TROUPE_KEY_SLACK_SIGNING\"\napi_base = \"" +
+         fake.api_base() + "\"\n";
+}
+
+/// The channel's secrets, in the environment `troupe serve` inherits.
+const fake_slack& with_secrets(const fake_slack& fake) {
+  ::setenv("TROUPE_KEY_SLACK_BOT", fake.bot_token().c_str(), 1);
+  ::setenv("TROUPE_KEY_SLACK_SIGNING", signing_secret, 1);
+  return fake;
+}
+
+struct slack_node {
+  mock_llm_fixture mock{scripted_mock()};
+  fake_slack fake;
+  api_server server{"rate_per_second = 1000\nrate_burst = 1000\n",
+                    config(mock, with_secrets(fake))};
+  slack_event_sender events{signing_secret, "http://127.0.0.1:" + std::to_string(server.port()) +
+                                                "/api/v1/webhooks/channels/team"};
+
+  slack_node() {
+    // The bot's user id is known (auth.test) before events arrive.
+    REQUIRE(fake.wait_for_calls("auth.test", 1, 30s));
+  }
+
+  static slack_event_sender::message message(std::string event_id, std::string text,
+                                             std::string ts) {
+    slack_event_sender::message m;
+    m.event_id = std::move(event_id);
+    m.text = std::move(text);
+    m.ts = std::move(ts);
+    return m;
+  }
+  unsigned deliver(const slack_event_sender::message& m,
+                   slack_event_sender::delivery how = {}) const {
+    auto answer = events.send(slack_event_sender::event_body(m), how);
+    REQUIRE(answer);
+    return answer->status;
+  }
+  std::string channel() const {
+    return body_of(server.call("GET", "/api/v1/channels/team", server.admin()));
+  }
+};
+
+} // namespace
+
+TEST_CASE("slack: url_verification is answered with its challenge",
+          "[integration][channels][slack]") {
+  slack_node node;
+  auto answer = node.events.send(slack_event_sender::url_verification_body("3eZbrw1aB"));
+  REQUIRE(answer);
+  CHECK(answer->status == 200);
+  CHECK(json_field(answer->body, "challenge") == "3eZbrw1aB");
+}
+
+TEST_CASE("slack: a message is answered once in its thread with the bot token",
+          "[integration][channels][slack]") {
+  slack_node node;
+  CHECK(node.deliver(slack_node::message("Ev1", "hello", "1700000000.000100")) == 200);
+  REQUIRE(node.fake.wait_for_calls("chat.postMessage", 1, 30s));
+  const auto posts = node.fake.posts();
+  REQUIRE(posts.size() == 1);
+  CHECK(posts[0].channel == "C0TEST");
+  CHECK(posts[0].thread_ts == "1700000000.000100");
+  CHECK(posts[0].text == "Hi there");
+  const auto call = node.fake.calls("chat.postMessage")[0];
+  CHECK(call.header("Authorization") == "Bearer " + node.fake.bot_token());
+  const auto threads =
+      body_of(node.server.call("GET", "/api/v1/channels/team/threads", node.server.admin()));
+  CHECK(json_field(threads, "thread_key") == "C0TEST:1700000000.000100");
+  CHECK(json_field(threads, "owner") == "channel:team:U0USER");
+  // A reply in the thread joins the thread's conversation and is answered there.
+  auto in_thread = slack_node::message("Ev2", "second", "1700000001.000200");
+  in_thread.thread_ts = "1700000000.000100";
+  CHECK(node.deliver(in_thread) == 200);
+  REQUIRE(node.fake.wait_for_posts(2, 30s));
+  CHECK(node.fake.posts()[1].thread_ts == "1700000000.000100");
+  CHECK(json_field(
+            body_of(node.server.call("GET", "/api/v1/channels/team/threads", node.server.admin())),
+            "total") == "1");
+  CHECK(node.channel().find(node.fake.bot_token()) == std::string::npos);
+}
+
+TEST_CASE("slack: an event delivered three times and an @-mention's two events are answered once",
+          "[integration][channels][slack]") {
+  slack_node node;
+  const auto first = slack_node::message("Ev1", "hello", "1700000000.000100");
+  CHECK(node.deliver(first) == 200);
+  slack_event_sender::delivery retry;
+  retry.retry_num = 1;
+  CHECK(node.deliver(first, retry) == 200);
+  retry.retry_num = 2;
+  CHECK(node.deliver(first, retry) == 200);
+  // A mention in a channel: `message` and `app_mention` of one ts, two event ids (in the
+  // same thread, so its answer comes after the first one's: any duplicate would be in).
+  auto mention = slack_node::message("Ev2", "<@U0FAKEBOT> second", "1700000002.000300");
+  mention.thread_ts = "1700000000.000100";
+  CHECK(node.deliver(mention) == 200);
+  mention.event_id = "Ev3";
+  mention.type = "app_mention";
+  CHECK(node.deliver(mention) == 200);
+  REQUIRE(node.fake.wait_for_posts(2, 30s));
+  REQUIRE(wait_until([&] { return json_field(node.channel(), "sent") == "2"; }, 30s));
+  const auto posts = node.fake.posts();
+  REQUIRE(posts.size() == 2);
+  CHECK(posts[0].text == "Hi there");
+  CHECK(posts[1].text == "Second answer");
+  CHECK(node.mock.stats().completion_requests == 2);
+}
+
+TEST_CASE("slack: a bad or stale signature is 401 and journals nothing",
+          "[integration][channels][slack]") {
+  slack_node node;
+  const auto m = slack_node::message("Ev1", "hello", "1700000000.000100");
+  slack_event_sender::delivery forged;
+  forged.wrong_secret = "not-the-secret";
+  CHECK(node.deliver(m, forged) == 401);
+  slack_event_sender::delivery stale;
+  stale.timestamp = std::chrono::duration_cast<std::chrono::seconds>(
+                        std::chrono::system_clock::now().time_since_epoch())
+                        .count() -
+                    6 * 60;
+  CHECK(node.deliver(m, stale) == 401);
+  CHECK(status_of(http_exchange(node.server.port(), "POST", "/api/v1/webhooks/channels/team",
+                                slack_event_sender::event_body(m),
+                                "Content-Type: application/json\r\n")) == 401);
+  // Nothing was journaled: the same event, signed, is new and answered.
+  CHECK(node.deliver(m) == 200);
+  REQUIRE(node.fake.wait_for_posts(1, 30s));
+  CHECK(node.mock.stats().completion_requests == 1);
+}
+
+TEST_CASE("slack: bots, the bot's own messages and edits are not answered",
+          "[integration][channels][slack]") {
+  slack_node node;
+  auto bot = slack_node::message("Ev1", "hello", "1700000000.000100");
+  bot.bot_id = "B0OTHER";
+  CHECK(node.deliver(bot) == 200);
+  auto own = slack_node::message("Ev2", "hello", "1700000000.000200");
+  own.user = node.fake.bot_user_id();
+  CHECK(node.deliver(own) == 200);
+  auto edit = slack_node::message("Ev3", "hello", "1700000000.000300");
+  edit.subtype = "message_changed";
+  CHECK(node.deliver(edit) == 200);
+  CHECK(node.deliver(slack_node::message("Ev4", "second", "1700000000.000400")) == 200);
+  REQUIRE(node.fake.wait_for_posts(1, 30s));
+  CHECK(node.fake.posts()[0].text == "Second answer");
+  CHECK(node.mock.stats().completion_requests == 1);
+}
+
+TEST_CASE("slack: a 429 is retried after its Retry-After, once", "[integration][channels][slack]") {
+  slack_node node;
+  node.fake.fail("chat.postMessage", {slack_fault::kind::rate_limited, 2});
+  CHECK(node.deliver(slack_node::message("Ev1", "hello", "1700000000.000100")) == 200);
+  REQUIRE(node.fake.wait_for_calls("chat.postMessage", 2, 30s));
+  const auto calls = node.fake.calls("chat.postMessage");
+  REQUIRE(calls.size() == 2);
+  CHECK(calls[0].status == 429);
+  CHECK(calls[1].status == 200);
+  CHECK(calls[1].at - calls[0].at >= 1950ms);
+  CHECK(calls[0].body == calls[1].body);
+  CHECK(node.fake.posts().size() == 1);
+}
+
+TEST_CASE("slack: ok:false is classified: ratelimited retried, channel_not_found a dead letter",
+          "[integration][channels][slack]") {
+  slack_node node;
+  node.fake.fail("chat.postMessage", {slack_fault::kind::error_word, 0, "ratelimited"});
+  CHECK(node.deliver(slack_node::message("Ev1", "hello", "1700000000.000100")) == 200);
+  REQUIRE(node.fake.wait_for_calls("chat.postMessage", 2, 30s));
+  CHECK(node.fake.calls("chat.postMessage")[0].status == 200);
+  REQUIRE(node.fake.posts().size() == 1);
+  CHECK(node.fake.posts()[0].text == "Hi there");
+
+  node.fake.fail("chat.postMessage", {slack_fault::kind::error_word, 0, "channel_not_found"});
+  CHECK(node.deliver(slack_node::message("Ev2", "second", "1700000000.000200")) == 200);
+  REQUIRE(wait_until([&] { return json_field(node.channel(), "dead") == "1"; }, 30s));
+  const auto view = node.channel();
+  CHECK(json_field(view, "text") == "Second answer");
+  CHECK_THAT(json_field(view, "last_error"), Catch::Contains("channel_not_found"));
+  CHECK(node.fake.calls("chat.postMessage").size() == 3); // not retried
+}
+
+TEST_CASE("slack: a long answer is split at 3,500 characters, as mrkdwn, in the thread",
+          "[integration][channels][slack]") {
+  slack_node node;
+  CHECK(node.deliver(slack_node::message("Ev1", "long", "1700000000.000100")) == 200);
+  REQUIRE(node.fake.wait_for_posts(2, 30s));
+  REQUIRE(wait_until([&] { return json_field(node.channel(), "pending") == "0"; }, 30s));
+  const auto posts = node.fake.posts();
+  REQUIRE(posts.size() == 2);
+  std::string joined;
+  for (const auto& p : posts) {
+    CHECK(p.text.size() <= 3500);
+    CHECK(p.thread_ts == "1700000000.000100");
+    joined += (joined.empty() ? "" : "\n\n") + p.text;
+  }
+  CHECK(joined == long_answer());
+  CHECK(node.deliver(slack_node::message("Ev2", "bold", "1700000000.000200")) == 200);
+  REQUIRE(node.fake.wait_for_posts(3, 30s));
+  CHECK(node.fake.posts()[2].text == "*bold* move");
+}
