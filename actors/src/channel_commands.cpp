@@ -26,6 +26,8 @@ namespace troupe::actors::channel_detail {
 
 namespace {
 
+/// How long `/status` waits to learn where the active run stands.
+constexpr auto status_timeout = std::chrono::seconds(5);
 /// The key prefix of a dead-letter notice's outbox row (`notice:<message run id>`).
 constexpr std::string_view notice_prefix = "notice:";
 
@@ -239,7 +241,8 @@ void stop_run(thread_self self, const storage::inbound_record& m) {
            });
 }
 
-std::string status_text(const thread_state& st) {
+/// `/status`; `active` says where the active run stands ("running", "queued"), when known.
+std::string status_text(const thread_state& st, const std::string& active) {
   const auto& ctx = *st.spec.context;
   const auto& conversation = *st.conversation;
   auto agent = ctx.catalog ? ctx.catalog->agent(conversation.agent_id)
@@ -259,7 +262,8 @@ std::string status_text(const thread_state& st) {
   if (st.runs.empty()) {
     out += "Active run: none\n";
   } else {
-    fmt::format_to(std::back_inserter(out), "Active run: {}\n", st.runs.front().run_id);
+    fmt::format_to(std::back_inserter(out), "Active run: {}{}\n", st.runs.front().run_id,
+                   active.empty() ? std::string() : fmt::format(" ({})", active));
   }
   // Waiting: the runs handed over after the active one (a message that joined a run
   // under `steer` or `collect` is not one more), and the messages behind this one.
@@ -272,6 +276,23 @@ std::string status_text(const thread_state& st) {
   const auto queued = later.size() + (st.inbox.empty() ? 0 : st.inbox.size() - 1);
   fmt::format_to(std::back_inserter(out), "Queued messages: {}", queued);
   return out;
+}
+
+void report_status(thread_self self, const storage::inbound_record& m) {
+  auto& st = self->state;
+  if (st.runs.empty()) {
+    finish_command(self, m, status_text(st, {}));
+    return;
+  }
+  // Where the active run stands, asked of its journal (queued behind another run of the
+  // conversation, or running).
+  auto* http = st.spec.context->http_here();
+  auto asking = st.spec.context->chat->status(st.runs.front().ticket, status_timeout);
+  start_io(self, http->get_executor(), std::move(asking),
+           [self, m](expected<expected<run_status_view>> r) {
+             finish_command(self, m,
+                            status_text(self->state, r && *r ? (*r)->status : std::string()));
+           });
 }
 
 } // namespace
@@ -294,7 +315,7 @@ void answer_command(thread_self self, const storage::inbound_record& message,
       stop_run(self, message);
       return;
     case channel::command_kind::status:
-      finish_command(self, message, status_text(st));
+      report_status(self, message);
       return;
     case channel::command_kind::help:
       finish_command(self, message, std::string(channel::help_text()));

@@ -324,7 +324,7 @@ void await_result(thread_self self, storage::row_id inbound_id, run_ticket ticke
                   std::chrono::milliseconds limit) {
   auto& st = self->state;
   ++st.waiting_runs;
-  st.runs.push_back(awaited_run{ticket.run_id, ticket.conversation_id});
+  st.runs.push_back(awaited_run{ticket.run_id, ticket.conversation_id, ticket});
   start_typing(st);
   auto* http = st.spec.context->http_here();
   auto waiting = st.spec.context->chat->wait(ticket, limit);
@@ -381,7 +381,7 @@ void pump_inbox(thread_self self) {
   }
   // A slash command is answered here, without the model; `/compact` goes to the
   // conversation (its run compresses the history), an unknown `/x` to the model.
-  const auto command = channel::parse_command(st.inbox.front().text);
+  const auto command = channel::parse_command(st.inbox.front().text, channel_of(st).bot_name);
   if (command.kind != channel::command_kind::none &&
       command.kind != channel::command_kind::compact) {
     st.submitting = true;

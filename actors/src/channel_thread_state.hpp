@@ -30,6 +30,8 @@ struct awaited_run {
   std::string run_id;
   /// The uuid of the conversation that has it.
   std::string conversation_id;
+  /// Asked where the run stands (`/status`).
+  run_ticket ticket;
 };
 
 struct thread_state {

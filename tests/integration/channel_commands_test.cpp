@@ -237,7 +237,7 @@ TEST_CASE("/status and /stop while the mock model holds a run, and /stop with no
   CHECK_THAT(status, Catch::Contains("Conversation: hooks \xC2\xB7 t-1 ("));
   CHECK_THAT(status, Catch::Contains("Agent: helper, model mock-llm"));
   CHECK_THAT(status, Catch::Contains("Queued messages: 0"));
-  const std::regex active("Active run: [0-9a-f-]{36}");
+  const std::regex active("Active run: [0-9a-f-]{36} \\(running\\)");
   CHECK(std::regex_search(status, active));
   CHECK_THAT(node.ask("m-5", "/stop", 4), Catch::StartsWith("Stopped the answer in progress"));
   // The thread goes on; the cancelled run adds no reply of its own.

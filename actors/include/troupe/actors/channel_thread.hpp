@@ -51,6 +51,10 @@ struct live_channel {
   std::shared_ptr<net::channel::channel_adapter> adapter;
   session_scope scope = session_scope::thread;
   queue_policy queue = queue_policy::followup;
+  /// The bot's own name on the platform (a Telegram bot's username), when the adapter
+  /// knows it: a slash command addressed to another bot (`/new@other_bot`) is then not
+  /// answered but goes to the model as text. Empty: every `/cmd@…` is taken as ours.
+  std::string bot_name;
 };
 
 /// What every thread of a channel service shares.
