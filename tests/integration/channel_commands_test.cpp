@@ -307,3 +307,31 @@ TEST_CASE("after a reply ends dead-lettered the user is told once, before the ne
   CHECK_THAT(node.ask("m-3", "/help", 3), Catch::StartsWith("Commands:"));
   CHECK(node.receiver.count() == 4);
 }
+
+TEST_CASE("a command's effect and reply survive a SIGKILL before the reply was delivered, once",
+          "[integration][channels][commands]") {
+  channel_node node;
+  CHECK(node.ask("m-1", "hello", 1) == "Hi there");
+  // The receiver refuses the /new reply for now: it is recorded, not delivered, at the kill.
+  node.receiver.script({{503, "2", R"({"error":"busy"})"}});
+  REQUIRE(status_of(node.deliver("m-2", "/new")) == 200);
+  REQUIRE(wait_until([&] { return node.receiver.count() == 2; }, 30s));
+  const auto fresh = node.conversation_of();
+  node.server.restart(SIGKILL);
+  REQUIRE(node.server.port() != 0);
+  // The platform delivers the command again: the journal has it, nothing is repeated.
+  CHECK(status_of(node.deliver("m-2", "/new")) == 200);
+  CHECK(node.ask("m-3", "second", 3) == "Second answer");
+  const auto texts = node.texts();
+  CHECK(std::count(texts.begin(), texts.end(),
+                   "Started a new conversation. The previous one is archived: /continue lists "
+                   "it.") == 2); // the refused attempt and its delivery, same key
+  CHECK(std::count(texts.begin(), texts.end(), "Second answer") == 1);
+  const auto requests = node.receiver.requests();
+  CHECK(requests[1].header("X-Troupe-Idempotency-Key") ==
+        requests[2].header("X-Troupe-Idempotency-Key"));
+  // One fresh conversation and one archive: the command ran once.
+  CHECK(node.conversation_of() == fresh);
+  CHECK(stored_archives(node.server.data_dir()).size() == 1);
+  CHECK(node.mock.stats().completion_requests == 2);
+}
