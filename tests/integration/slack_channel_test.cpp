@@ -5,6 +5,7 @@
 // `ratelimited` honoured, other error words dead-lettered, bad signatures refused with
 // nothing journaled, bots and edits ignored, a long answer split.
 
+#include <csignal>
 #include <cstdlib>
 
 #include <catch2/catch.hpp>
@@ -269,4 +270,42 @@ TEST_CASE("slack: a long answer is split at 3,500 characters, as mrkdwn, in the 
   CHECK(node.deliver(slack_node::message("Ev2", "bold", "1700000000.000200")) == 200);
   REQUIRE(node.fake.wait_for_posts(3, 30s));
   CHECK(node.fake.posts()[2].text == "*bold* move");
+}
+
+TEST_CASE("slack: a troupe killed mid-run answers the event exactly once after its restart",
+          "[integration][channels][slack]") {
+  // "hold" is answered in ten minutes: long after the troupe waiting for it is killed.
+  mock_llm_fixture mock(holding(scripted_mock()));
+  fake_slack fake;
+  api_server server("rate_per_second = 1000\nrate_burst = 1000\n",
+                    config(mock, with_secrets(fake)));
+  const auto events = [&] {
+    return slack_event_sender(signing_secret, "http://127.0.0.1:" + std::to_string(server.port()) +
+                                                  "/api/v1/webhooks/channels/team");
+  };
+  const auto hold = slack_node::message("Ev1", "hold", "1700000000.000100");
+  auto answer = events().send(slack_event_sender::event_body(hold));
+  REQUIRE(answer);
+  REQUIRE(answer->status == 200);
+  REQUIRE(wait_until([&] { return mock.stats().completion_requests == 1; }, 30s));
+
+  server.restart(SIGKILL);
+  REQUIRE(server.port() != 0);
+  // Slack retries the event (it may have seen no answer), and a next message follows.
+  slack_event_sender::delivery retry;
+  retry.retry_num = 1;
+  answer = events().send(slack_event_sender::event_body(hold), retry);
+  REQUIRE(answer);
+  CHECK(answer->status == 200);
+  auto next = slack_node::message("Ev2", "hello", "1700000001.000200");
+  next.thread_ts = "1700000000.000100";
+  answer = events().send(slack_event_sender::event_body(next));
+  REQUIRE(answer);
+  CHECK(answer->status == 200);
+  REQUIRE(fake.wait_for_posts(2, 30s));
+  const auto posts = fake.posts();
+  REQUIRE(posts.size() == 2);
+  CHECK_THAT(posts[0].text, Catch::Contains("interrupted by a restart"));
+  CHECK(posts[1].text == "Hi there");
+  CHECK(mock.stats().completion_requests == 2);
 }

@@ -319,3 +319,37 @@ TEST_CASE("telegram poll: after a restart, redelivered updates are not answered 
   CHECK(sent[1].text == "Second answer");
   CHECK(node.mock.stats().completion_requests == 2);
 }
+
+TEST_CASE("telegram poll: a troupe killed mid-run answers the message exactly once after its "
+          "restart",
+          "[integration][channels][telegram]") {
+  // "hold" is answered in ten minutes: long after the troupe waiting for it is killed.
+  mock_llm_fixture mock(holding(scripted_mock()));
+  fake_telegram fake;
+  api_server server("rate_per_second = 1000\nrate_burst = 1000\n",
+                    base_config(mock) + poll_channel(fake));
+  telegram_incoming m;
+  m.text = "hold";
+  const auto id = fake.push_message(m);
+  REQUIRE(wait_until([&] { return mock.stats().completion_requests == 1; }, 30s));
+
+  server.restart(SIGKILL);
+  REQUIRE(server.port() != 0);
+  // Telegram delivers it again under a new update id (and any update not confirmed).
+  fake.repeat_update(id);
+  m.text = "hello";
+  fake.push_message(m);
+  REQUIRE(fake.wait_for_sent(2, 30s));
+  // Answered once: the interrupted message with a notice, the next one by the model.
+  const auto sent = fake.sent();
+  REQUIRE(sent.size() == 2);
+  CHECK_THAT(sent[0].text, Catch::Contains("interrupted by a restart"));
+  CHECK(sent[1].text == "Hi there");
+  CHECK(mock.stats().completion_requests == 2);
+  REQUIRE(wait_until(
+      [&] {
+        return json_field(body_of(server.call("GET", "/api/v1/channels/tg", server.admin())),
+                          "sent") == "2";
+      },
+      30s));
+}

@@ -60,4 +60,15 @@ private:
   std::uint16_t port_ = 0;
 };
 
+/// `options` with a first rule that answers a user message containing "hold" only after
+/// ten minutes: a run still going when a test kills the troupe waiting for it.
+inline troupe::mock::mock_llm_options holding(troupe::mock::mock_llm_options options) {
+  auto held = troupe::mock::parse_mock_script(
+      R"([{"match": {"user": "hold"}, "ttft_ms": 600000, "reply": {"text": "too late"}}])");
+  if (held) {
+    options.rules.insert(options.rules.begin(), held->begin(), held->end());
+  }
+  return options;
+}
+
 } // namespace troupe::test

@@ -1,11 +1,15 @@
 #include <chrono>
+#include <mutex>
 #include <string>
+#include <thread>
 
+#include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
 #include <catch2/catch.hpp>
 
 #include "support/fake_telegram.hpp"
 #include "support/run_until_done.hpp"
+#include "support/wait_until.hpp"
 #include "troupe/net/channel/telegram_adapter.hpp"
 
 // g++ 12 at -O2 reports -Wmismatched-new-delete for Asio coroutine frames it inlines: a
@@ -191,4 +195,103 @@ TEST_CASE("the telegram adapter sends HTML and classifies the Bot API's answers"
   REQUIRE(fake.calls("sendChatAction").size() == 1);
   CHECK(fake.calls("sendChatAction")[0].status == 500);
   CHECK(fake.calls("sendChatAction")[0].body.find("\"message_thread_id\":7") != std::string::npos);
+}
+
+TEST_CASE("the telegram poll loop confirms a batch once it is journaled, backs off, and stops at "
+          "once",
+          "[net][channels][telegram]") {
+  fake_telegram fake;
+  auto o = webhook_options(fake.token());
+  o.api_base = fake.api_base();
+  o.mode = "poll";
+  o.first_backoff = 200ms;
+  const auto adapter = std::make_shared<telegram_adapter>(o);
+  // Two failed polls, then one whose batch the journal refuses once.
+  fake.fail("getUpdates", {telegram_fault::kind::server_error, 0}, 2);
+  troupe::test::telegram_incoming hello;
+  hello.text = "hello";
+  const auto id = fake.push_message(hello);
+
+  asio::io_context io;
+  auto work = asio::make_work_guard(io);
+  http_client http(io.get_executor());
+  std::thread runner([&io] { io.run(); });
+  std::mutex mutex;
+  std::vector<std::string> journaled;
+  int offered = 0;
+  inbound_sink sink =
+      [&](std::vector<inbound_message> batch) -> asio::awaitable<troupe::expected<void>> {
+    const std::lock_guard lock(mutex);
+    if (++offered == 1) {
+      co_return troupe::fail(errc::unavailable, "the journal is down");
+    }
+    for (auto& m : batch) {
+      journaled.push_back(m.message_id);
+    }
+    co_return troupe::expected<void>{};
+  };
+  adapter->start(http, sink);
+  REQUIRE(troupe::test::wait_until(
+      [&] {
+        const std::lock_guard lock(mutex);
+        return !journaled.empty();
+      },
+      30s));
+  // Confirmed by the next call's offset only now, and never before.
+  REQUIRE(troupe::test::wait_until([&] { return fake.confirmed_through() >= id; }, 30s));
+  // (The fake records a call once answered: the confirming one is still waiting.)
+  const auto polls = fake.calls("getUpdates");
+  REQUIRE(polls.size() >= 4);
+  CHECK(polls[0].status == 500);
+  CHECK(polls[1].status == 500);
+  CHECK(polls[2].status == 200);
+  CHECK(polls[3].status == 200);
+  for (std::size_t k = 0; k < 4; ++k) {
+    CHECK(polls[k].body.find("\"offset\"") == std::string::npos);
+  }
+  // A doubling back-off after each failure (the calls are recorded as they are answered).
+  CHECK(polls[1].at - polls[0].at >= 190ms);
+  CHECK(polls[2].at - polls[1].at >= 390ms);
+  CHECK(polls[3].at - polls[2].at >= 790ms);
+  {
+    const std::lock_guard lock(mutex);
+    CHECK(offered == 2);
+    CHECK(journaled == std::vector<std::string>{"1001:10"});
+  }
+  // A long poll is waiting now; stop cancels it at once.
+  REQUIRE(troupe::test::wait_until([&] { return fake.waiting_polls() == 1; }, 30s));
+  const auto asked = std::chrono::steady_clock::now();
+  adapter->stop(true);
+  CHECK(std::chrono::steady_clock::now() - asked < 1s);
+  work.reset();
+  io.stop();
+  runner.join();
+}
+
+TEST_CASE("the telegram poll loop backs off when the server answers at once with nothing",
+          "[net][channels][telegram]") {
+  fake_telegram fake;
+  auto o = webhook_options(fake.token());
+  o.api_base = fake.api_base();
+  o.mode = "poll";
+  // A long poll of 0 s: the fake answers every call at once with no update.
+  o.poll_timeout = 0s;
+  o.first_backoff = 100ms;
+  const auto adapter = std::make_shared<telegram_adapter>(o);
+  asio::io_context io;
+  auto work = asio::make_work_guard(io);
+  http_client http(io.get_executor());
+  std::thread runner([&io] { io.run(); });
+  adapter->start(http, [](std::vector<inbound_message>) -> asio::awaitable<troupe::expected<void>> {
+    co_return troupe::expected<void>{};
+  });
+  REQUIRE(fake.wait_for_calls("getUpdates", 4, 30s));
+  adapter->stop(true);
+  const auto polls = fake.calls("getUpdates");
+  CHECK(polls[1].at - polls[0].at >= 95ms);
+  CHECK(polls[2].at - polls[1].at >= 190ms);
+  CHECK(polls[3].at - polls[2].at >= 390ms);
+  work.reset();
+  io.stop();
+  runner.join();
 }
