@@ -204,6 +204,9 @@ struct node::impl {
       // The channels' threads record the sends they have in flight through the store
       // writer, so they stop first; on a thread of their own, since the drain waits on
       // actors and transfers that may live on this (shard) thread.
+      // Assigned under the mutex: the thread marks the node stopped under it, so wait()
+      // finds it joinable.
+      std::lock_guard lock(mutex);
       channel_stopper = std::thread([this] {
         channels->stop();
         finish_stop();
