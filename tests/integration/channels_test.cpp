@@ -308,8 +308,13 @@ TEST_CASE(
 
 TEST_CASE("a troupe killed mid-run answers the message exactly once after its restart",
           "[integration][channels]") {
+  auto options = scripted_mock();
   // "hold" is answered in ten minutes: long after the troupe waiting for it is killed.
-  mock_llm_fixture mock(holding(scripted_mock()));
+  auto held = troupe::mock::parse_mock_script(
+      R"([{"match": {"user": "hold"}, "ttft_ms": 600000, "reply": {"text": "too late"}}])");
+  REQUIRE(held);
+  options.rules.insert(options.rules.begin(), held->begin(), held->end());
+  mock_llm_fixture mock(std::move(options));
   callback_receiver receiver;
   api_server server("rate_per_second = 1000\nrate_burst = 1000\n", config(mock, receiver));
   const auto deliver = [&](const std::string& id, const std::string& text) {
