@@ -67,21 +67,21 @@ void touch(thread_self self) {
 /// `typing_cap`; its calls go their own way and never touch a reply.
 void start_typing(thread_state& st) {
   const auto& adapter = channel_of(st).adapter;
-  if (st.typing || !st.thread || adapter->typing_interval().count() <= 0) {
+  if (st.typing.active || !st.thread || adapter->typing_interval().count() <= 0) {
     return;
   }
-  st.typing = std::make_shared<std::atomic<bool>>(true);
+  st.typing.active = std::make_shared<std::atomic<bool>>(true);
   auto* http = st.spec.context->http_here();
   asio::co_spawn(
       http->get_executor(),
-      net::channel::keep_typing(adapter, *http, st.thread->reply_to, st.typing, typing_cap),
+      net::channel::keep_typing(adapter, *http, st.thread->reply_to, st.typing.active, typing_cap),
       asio::detached);
 }
 
 void stop_typing(thread_state& st) {
-  if (st.typing) {
-    st.typing->store(false);
-    st.typing.reset();
+  if (st.typing.active) {
+    st.typing.active->store(false);
+    st.typing.active.reset();
   }
 }
 

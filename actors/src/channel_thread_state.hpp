@@ -34,6 +34,20 @@ struct awaited_run {
   run_ticket ticket;
 };
 
+/// The flag a typing loop (net::channel::keep_typing) runs on; cleared when its holder goes,
+/// however the actor ends.
+struct typing_flag {
+  std::shared_ptr<std::atomic<bool>> active;
+  typing_flag() = default;
+  typing_flag(const typing_flag&) = delete;
+  typing_flag& operator=(const typing_flag&) = delete;
+  ~typing_flag() {
+    if (active) {
+      active->store(false);
+    }
+  }
+};
+
 struct thread_state {
   channel_thread_spec spec;
   /// The bound thread row and its conversation, once known.
@@ -55,7 +69,7 @@ struct thread_state {
   std::size_t waiting_runs = 0;
   std::deque<awaited_run> runs;
   /// Set while runs are awaited: the platform's typing indicator is kept up (keep_typing).
-  std::shared_ptr<std::atomic<bool>> typing;
+  typing_flag typing;
   /// The newest dead-lettered outbox entry the user was told about (or is being told
   /// about: its notice is on its way to the store).
   storage::row_id notice_through = 0;
