@@ -173,6 +173,9 @@ TEST_CASE("after a restart a journaled message delivered again is not answered t
   channel_node node;
   CHECK(status_of(node.deliver("m-1", "hello")) == 200);
   REQUIRE(wait_until([&] { return node.receiver.accepted() == 1; }, 30s));
+  // Recorded sent before the stop: a part still in flight at a stop is sent again after
+  // the restart (docs/channels.md), which is not what this case is about.
+  REQUIRE(wait_until([&] { return json_field(node.channel(), "sent") == "1"; }, 30s));
   node.server.restart(SIGTERM);
   REQUIRE(node.server.port() != 0);
   CHECK(status_of(node.deliver("m-1", "hello")) == 200);
@@ -340,7 +343,10 @@ TEST_CASE("a troupe killed mid-run answers the message exactly once after its re
   CHECK_THAT(json_field(requests[0].body, "text"), Catch::Contains("interrupted by a restart"));
   CHECK(json_field(requests[1].body, "text") == "Hi there");
   CHECK(mock.stats().completion_requests == 2);
-  const auto view = body_of(server.call("GET", "/api/v1/channels/hooks", server.admin()));
-  CHECK(json_field(view, "sent") == "2");
-  CHECK(json_field(view, "dead") == "0");
+  // The receiver answers before troupe records the part sent.
+  const auto channel_view = [&] {
+    return body_of(server.call("GET", "/api/v1/channels/hooks", server.admin()));
+  };
+  CHECK(wait_until([&] { return json_field(channel_view(), "sent") == "2"; }, 30s));
+  CHECK(json_field(channel_view(), "dead") == "0");
 }
