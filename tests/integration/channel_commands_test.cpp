@@ -16,6 +16,7 @@
 #include "support/callback_receiver.hpp"
 #include "support/raw_http.hpp"
 #include "support/wait_until.hpp"
+#include "support/webhook_channel.hpp"
 #include "troupe/mock/mock_llm_server.hpp"
 #include "troupe/storage/connection.hpp"
 #include "troupe/storage/database.hpp"
@@ -24,8 +25,6 @@ using namespace troupe::test;
 using namespace std::chrono_literals;
 
 namespace {
-
-constexpr auto channel_token = "hook-secret-1";
 
 troupe::mock::mock_llm_options scripted_mock() {
   const auto script = R"([
@@ -46,14 +45,7 @@ troupe::mock::mock_llm_options scripted_mock() {
 }
 
 std::string config(const mock_llm_fixture& mock, const callback_receiver& receiver) {
-  return "[[providers]]\nname = \"mock\"\ntype = \"openai-compatible\"\nbase_url = \"" +
-         mock.base_url() +
-         "\"\n"
-         "[[agents]]\nname = \"helper\"\nprovider = \"mock\"\nmodel = \"mock-llm\"\n"
-         "tools = [\"ls\", \"finish\"]\ntimeout_s = 120\n"
-         "[[channels]]\nname = \"hooks\"\ntype = \"webhook\"\nagent = \"helper\"\n"
-         "token = \"" +
-         std::string(channel_token) + "\"\ncallback_url = \"" + receiver.url() + "\"\n";
+  return webhook_channel_config(mock.base_url(), receiver.url(), R"(["ls", "finish"])", 120);
 }
 
 /// A reply's text: json_field's raw JSON string with its escapes (\n, \", \\) read.
@@ -79,11 +71,7 @@ struct channel_node {
   std::string deliver(const std::string& message_id, const std::string& text,
                       const std::string& sender = "alice",
                       const std::string& thread = "t-1") const {
-    const std::string body = R"({"thread":")" + thread + R"(","sender":")" + sender +
-                             R"(","message_id":")" + message_id + R"(","text":")" + text + R"("})";
-    return http_exchange(server.port(), "POST", "/api/v1/webhooks/channels/hooks", body,
-                         std::string("Content-Type: application/json\r\nX-Webhook-Token: ") +
-                             channel_token + "\r\n");
+    return deliver_webhook(server.port(), thread, sender, message_id, text);
   }
   /// Delivers a message, waits for the receiver to have accepted `replies` in all, and
   /// returns the text of the last request it got.

@@ -20,6 +20,7 @@
 #include "support/callback_receiver.hpp"
 #include "support/raw_http.hpp"
 #include "support/wait_until.hpp"
+#include "support/webhook_channel.hpp"
 #include "troupe/mock/mock_llm_server.hpp"
 #include "troupe/runtime/crypto.hpp"
 
@@ -28,7 +29,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-constexpr auto channel_token = "hook-secret-1";
+constexpr auto channel_token = webhook_channel_token;
 
 troupe::mock::mock_llm_options scripted_mock() {
   const auto script = R"([
@@ -43,14 +44,7 @@ troupe::mock::mock_llm_options scripted_mock() {
 }
 
 std::string config(const mock_llm_fixture& mock, const callback_receiver& receiver) {
-  return "[[providers]]\nname = \"mock\"\ntype = \"openai-compatible\"\nbase_url = \"" +
-         mock.base_url() +
-         "\"\n"
-         "[[agents]]\nname = \"helper\"\nprovider = \"mock\"\nmodel = \"mock-llm\"\n"
-         "tools = [\"finish\"]\ntimeout_s = 60\n"
-         "[[channels]]\nname = \"hooks\"\ntype = \"webhook\"\nagent = \"helper\"\n"
-         "token = \"" +
-         std::string(channel_token) + "\"\ncallback_url = \"" + receiver.url() + "\"\n";
+  return webhook_channel_config(mock.base_url(), receiver.url());
 }
 
 struct channel_node {
@@ -61,10 +55,7 @@ struct channel_node {
   std::string deliver(const std::string& message_id, const std::string& text,
                       const std::string& token = channel_token,
                       const std::string& thread = "t-1") const {
-    const std::string body = R"({"thread":")" + thread + R"(","sender":"alice","message_id":")" +
-                             message_id + R"(","text":")" + text + R"("})";
-    return http_exchange(server.port(), "POST", "/api/v1/webhooks/channels/hooks", body,
-                         "Content-Type: application/json\r\nX-Webhook-Token: " + token + "\r\n");
+    return deliver_webhook(server.port(), thread, "alice", message_id, text, token);
   }
   std::string channel() const {
     return body_of(server.call("GET", "/api/v1/channels/hooks", server.admin()));
@@ -250,14 +241,8 @@ TEST_CASE(
   mock_llm_fixture mock;      // the default answer repeats the message: "… reply N to: <text>"
   callback_receiver receiver;
   api_server server("rate_per_second = 1000000\nrate_burst = 1000000\n",
-                    "[[providers]]\nname = \"mock\"\ntype = \"openai-compatible\"\nbase_url = \"" +
-                        mock.base_url() +
-                        "\"\n[[agents]]\nname = \"helper\"\nprovider = \"mock\"\n"
-                        "model = \"mock-llm\"\ntools = [\"finish\"]\ntimeout_s = 120\n"
-                        "[[channels]]\nname = \"hooks\"\ntype = \"webhook\"\nagent = \"helper\"\n"
-                        "queue_policy = \"followup\"\ntoken = \"" +
-                        std::string(channel_token) + "\"\ncallback_url = \"" + receiver.url() +
-                        "\"\n");
+                    webhook_channel_config(mock.base_url(), receiver.url(), R"(["finish"])", 120,
+                                           "queue_policy = \"followup\"\n"));
   REQUIRE(server.port() != 0);
 
   // Each sender delivers the first message of each of its threads, then the second, …:
@@ -269,13 +254,8 @@ TEST_CASE(
       for (int m = 0; m < per_thread; ++m) {
         for (int t = w; t < threads; t += senders) {
           const auto text = fmt::format("t{}-m{}", t, m);
-          const std::string body =
-              fmt::format(R"({{"thread":"t{}","sender":"s{}","message_id":"{}","text":"{}"}})", t,
-                          t, text, text);
-          const auto answer =
-              http_exchange(server.port(), "POST", "/api/v1/webhooks/channels/hooks", body,
-                            std::string("Content-Type: application/json\r\nX-Webhook-Token: ") +
-                                channel_token + "\r\n");
+          const auto answer = deliver_webhook(server.port(), fmt::format("t{}", t),
+                                              fmt::format("s{}", t), text, text);
           if (status_of(answer) != 200) {
             refused.fetch_add(1);
           }
@@ -321,11 +301,7 @@ TEST_CASE("a troupe killed mid-run answers the message exactly once after its re
   callback_receiver receiver;
   api_server server("rate_per_second = 1000\nrate_burst = 1000\n", config(mock, receiver));
   const auto deliver = [&](const std::string& id, const std::string& text) {
-    const std::string body =
-        R"({"thread":"t-1","sender":"alice","message_id":")" + id + R"(","text":")" + text + "\"}";
-    return http_exchange(server.port(), "POST", "/api/v1/webhooks/channels/hooks", body,
-                         std::string("Content-Type: application/json\r\nX-Webhook-Token: ") +
-                             channel_token + "\r\n");
+    return deliver_webhook(server.port(), "t-1", "alice", id, text);
   };
   REQUIRE(status_of(deliver("m-1", "hold")) == 200);
   REQUIRE(wait_until([&] { return mock.stats().completion_requests == 1; }, 30s));
