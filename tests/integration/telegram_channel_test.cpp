@@ -353,3 +353,32 @@ TEST_CASE("telegram poll: a troupe killed mid-run answers the message exactly on
       },
       30s));
 }
+
+TEST_CASE("telegram poll: a channel created over the API polls at once, and a change restarts "
+          "its loop with the new settings",
+          "[integration][channels][telegram]") {
+  mock_llm_fixture mock{scripted_mock()};
+  fake_telegram fake;
+  api_server server{"rate_per_second = 1000\nrate_burst = 1000\n", base_config(mock)};
+  const auto created =
+      server.call("POST", "/api/v1/channels", server.admin(),
+                  R"({"name":"tgp","type":"telegram","agent":"helper",)"
+                  R"("token":")" +
+                      fake.token() + R"(","api_base":")" + fake.api_base() + R"("})");
+  REQUIRE(status_of(created) == 201);
+  telegram_incoming m;
+  m.text = "hello";
+  fake.push_message(m);
+  REQUIRE(fake.wait_for_sent(1, 30s));
+  CHECK(fake.sent()[0].text == "Hi there");
+  // A change (here the session scope) ends the loop and starts one with the new settings:
+  // the next message is answered, once.
+  REQUIRE(status_of(server.call("PATCH", "/api/v1/channels/tgp", server.admin(),
+                                R"({"session_scope":"sender"})")) == 200);
+  m.text = "second";
+  fake.push_message(m);
+  REQUIRE(fake.wait_for_sent(2, 30s));
+  CHECK(fake.sent()[1].text == "Second answer");
+  CHECK(mock.stats().completion_requests == 2);
+  CHECK(fake.sent().size() == 2);
+}
