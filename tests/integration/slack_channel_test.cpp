@@ -13,6 +13,7 @@
 #include "net/mock_llm_fixture.hpp"
 #include "support/api_server.hpp"
 #include "support/fake_slack.hpp"
+#include "support/long_answer.hpp"
 #include "support/raw_http.hpp"
 #include "support/wait_until.hpp"
 #include "troupe/mock/mock_llm_server.hpp"
@@ -24,27 +25,9 @@ namespace {
 
 constexpr auto signing_secret = "8f742231b10e8888abcd99yyyzzz85a5";
 
-/// Paragraphs of about 1,500 characters each: more than a Slack part holds in all.
+/// More than a Slack part holds in all.
 std::string long_answer() {
-  std::string out;
-  for (int p = 0; p < 4; ++p) {
-    if (p > 0) {
-      out += "\n\n";
-    }
-    out += "Paragraph " + std::to_string(p) + ":";
-    for (int w = 0; w < 250; ++w) {
-      out += " word";
-    }
-  }
-  return out;
-}
-
-std::string json_escaped(const std::string& text) {
-  std::string out;
-  for (const char c : text) {
-    out += c == '\n' ? std::string("\\n") : std::string(1, c);
-  }
-  return out;
+  return troupe::test::long_answer(4);
 }
 
 troupe::mock::mock_llm_options scripted_mock() {

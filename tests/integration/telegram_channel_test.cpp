@@ -11,6 +11,7 @@
 #include "net/mock_llm_fixture.hpp"
 #include "support/api_server.hpp"
 #include "support/fake_telegram.hpp"
+#include "support/long_answer.hpp"
 #include "support/raw_http.hpp"
 #include "support/wait_until.hpp"
 #include "troupe/mock/mock_llm_server.hpp"
@@ -21,28 +22,9 @@ using namespace std::chrono_literals;
 
 namespace {
 
-/// Paragraphs of about 1,500 characters each: more than a Telegram part holds in all.
+/// More than a Telegram part holds in all.
 std::string long_answer() {
-  std::string out;
-  for (int p = 0; p < 5; ++p) {
-    if (p > 0) {
-      out += "\n\n";
-    }
-    out += "Paragraph " + std::to_string(p) + ":";
-    for (int w = 0; w < 250; ++w) {
-      out += " word";
-    }
-  }
-  return out;
-}
-
-/// `text` as the inside of a JSON string (it holds letters, spaces and line breaks).
-std::string json_escaped(const std::string& text) {
-  std::string out;
-  for (const char c : text) {
-    out += c == '\n' ? std::string("\\n") : std::string(1, c);
-  }
-  return out;
+  return troupe::test::long_answer(5);
 }
 
 troupe::mock::mock_llm_options scripted_mock() {
