@@ -17,6 +17,8 @@ find_package(tl-expected CONFIG REQUIRED)
 find_package(fmt CONFIG REQUIRED)
 find_package(tomlplusplus CONFIG REQUIRED)
 find_package(CLI11 CONFIG REQUIRED)
+# SKILL.md front matter (libyaml-cpp-dev).
+find_package(yaml-cpp CONFIG REQUIRED)
 find_package(Threads REQUIRED)
 
 find_package(PkgConfig REQUIRED)
