@@ -381,7 +381,8 @@ void pump_inbox(thread_self self) {
   }
   // A slash command is answered here, without the model; `/compact` goes to the
   // conversation (its run compresses the history), an unknown `/x` to the model.
-  const auto command = channel::parse_command(st.inbox.front().text, channel_of(st).bot_name);
+  const auto command =
+      channel::parse_command(st.inbox.front().text, channel_of(st).adapter->bot_name());
   if (command.kind != channel::command_kind::none &&
       command.kind != channel::command_kind::compact) {
     st.submitting = true;

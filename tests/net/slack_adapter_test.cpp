@@ -211,3 +211,33 @@ TEST_CASE("the slack adapter posts mrkdwn in the thread and classifies the Web A
   CHECK(refused.outcome == send_outcome::failed);
   CHECK_THAT(refused.error, Catch::Contains("invalid_auth"));
 }
+
+TEST_CASE("the slack adapter edits a message it posted with chat.update",
+          "[net][channels][slack]") {
+  fake_slack fake;
+  const auto adapter =
+      std::make_shared<slack_adapter>(options_for(fake.api_base(), fake.bot_token()));
+  REQUIRE(adapter->supports_edits());
+  asio::io_context io;
+  http_client http(io.get_executor());
+
+  auto sent = run_until_done(io, adapter->send(http, part_of("C1:10.0001", "first"), 5s));
+  REQUIRE(sent.outcome == send_outcome::sent);
+  auto edited = run_until_done(
+      io, adapter->edit(http, part_of("C1:10.0001", "**second**"), sent.platform_message_id, 5s));
+  CHECK(edited.outcome == send_outcome::sent);
+  CHECK(edited.platform_message_id == sent.platform_message_id);
+  REQUIRE(fake.posts().size() == 1);
+  CHECK(fake.posts()[0].text == "*second*");
+  CHECK(fake.posts()[0].updates == 1);
+
+  fake.fail("chat.update", {slack_fault::kind::rate_limited, 4});
+  auto limited = run_until_done(
+      io, adapter->edit(http, part_of("C1:10.0001", "third"), sent.platform_message_id, 5s));
+  CHECK(limited.outcome == send_outcome::retry);
+  CHECK(limited.retry_after == 4s);
+
+  auto unknown = run_until_done(io, adapter->edit(http, part_of("C1:10.0001", "x"), "1.99999", 5s));
+  CHECK(unknown.outcome == send_outcome::failed);
+  CHECK_THAT(unknown.error, Catch::Contains("message_not_found"));
+}

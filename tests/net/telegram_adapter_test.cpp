@@ -197,6 +197,76 @@ TEST_CASE("the telegram adapter sends HTML and classifies the Bot API's answers"
   CHECK(fake.calls("sendChatAction")[0].body.find("\"message_thread_id\":7") != std::string::npos);
 }
 
+TEST_CASE("the telegram adapter edits a message it sent, and the same text counts as done",
+          "[net][channels][telegram]") {
+  fake_telegram fake;
+  auto o = webhook_options(fake.token());
+  o.api_base = fake.api_base();
+  const auto adapter = std::make_shared<telegram_adapter>(o);
+  REQUIRE(adapter->supports_edits());
+  asio::io_context io;
+  http_client http(io.get_executor());
+
+  auto sent = run_until_done(io, adapter->send(http, part_of("1001", "first"), 5s));
+  REQUIRE(sent.outcome == send_outcome::sent);
+  auto edited = run_until_done(
+      io, adapter->edit(http, part_of("1001", "**second**"), sent.platform_message_id, 5s));
+  CHECK(edited.outcome == send_outcome::sent);
+  CHECK(edited.platform_message_id == sent.platform_message_id);
+  REQUIRE(fake.sent().size() == 1);
+  CHECK(fake.sent()[0].text == "<b>second</b>");
+  CHECK(fake.sent()[0].edits == 1);
+
+  // Telegram refuses an edit that changes nothing (400 "message is not modified").
+  auto same = run_until_done(
+      io, adapter->edit(http, part_of("1001", "**second**"), sent.platform_message_id, 5s));
+  CHECK(same.outcome == send_outcome::sent);
+  CHECK(fake.calls("editMessageText").back().status == 400);
+  CHECK(fake.sent()[0].edits == 1);
+
+  // Refused HTML: the edit again as plain text.
+  fake.fail("editMessageText", {telegram_fault::kind::parse_entities, 0});
+  auto plain = run_until_done(
+      io, adapter->edit(http, part_of("1001", "**third**"), sent.platform_message_id, 5s));
+  CHECK(plain.outcome == send_outcome::sent);
+  CHECK(fake.sent()[0].text == "**third**");
+  CHECK(fake.sent()[0].parse_mode.empty());
+
+  fake.fail("editMessageText", {telegram_fault::kind::rate_limited, 3});
+  auto limited = run_until_done(
+      io, adapter->edit(http, part_of("1001", "fourth"), sent.platform_message_id, 5s));
+  CHECK(limited.outcome == send_outcome::retry);
+  CHECK(limited.retry_after == 3s);
+
+  auto unknown = run_until_done(io, adapter->edit(http, part_of("1001", "x"), "999999", 5s));
+  CHECK(unknown.outcome == send_outcome::failed);
+  auto not_an_id = run_until_done(io, adapter->edit(http, part_of("1001", "x"), "abc", 5s));
+  CHECK(not_an_id.outcome == send_outcome::failed);
+}
+
+TEST_CASE("the telegram adapter learns the bot's username from getMe at start",
+          "[net][channels][telegram]") {
+  fake_telegram fake;
+  auto o = webhook_options(fake.token());
+  o.api_base = fake.api_base();
+  const auto adapter = std::make_shared<telegram_adapter>(o);
+  CHECK(adapter->bot_name().empty());
+  asio::io_context io;
+  auto work = asio::make_work_guard(io);
+  http_client http(io.get_executor());
+  std::thread runner([&io] { io.run(); });
+  adapter->start(http, {});
+  CHECK(troupe::test::wait_until([&] { return adapter->bot_name() == "fake_bot"; }, 30s));
+  // Then the webhook is registered, as before.
+  CHECK(troupe::test::wait_until([&] { return !fake.webhook_url().empty(); }, 30s));
+  REQUIRE_FALSE(fake.calls().empty());
+  CHECK(fake.calls().front().method == "getMe");
+  adapter->stop(true);
+  work.reset();
+  io.stop();
+  runner.join();
+}
+
 TEST_CASE("the telegram poll loop confirms a batch once it is journaled, backs off, and stops at "
           "once",
           "[net][channels][telegram]") {

@@ -58,6 +58,13 @@ boost::asio::awaitable<void> channel_adapter::typing(http_client&, std::string,
   co_return;
 }
 
+boost::asio::awaitable<send_result> channel_adapter::edit(http_client&, outbound_part, std::string,
+                                                          std::chrono::milliseconds) {
+  send_result out;
+  out.error = "this platform's messages cannot be edited";
+  co_return out;
+}
+
 void channel_adapter::start(http_client&, inbound_sink) {}
 
 void channel_adapter::stop(bool) {}

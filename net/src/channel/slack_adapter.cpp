@@ -112,19 +112,11 @@ std::vector<std::string> slack_adapter::split(std::string_view text) const {
   return troupe::channel::split_message(text, troupe::channel::slack_message_limit);
 }
 
-asio::awaitable<send_result> slack_adapter::send(http_client& http, outbound_part part,
-                                                 std::chrono::milliseconds deadline) {
+namespace {
+
+/// One chat.postMessage or chat.update, its answer as a send_result (`ts` its message id).
+asio::awaitable<send_result> post_call(http_client& http, http_client_request request) {
   send_result out;
-  const auto thread = parse_slack_reply_to(part.reply_to);
-  if (!thread) {
-    out.error = fmt::format("'{}' is not a Slack channel and thread", part.reply_to);
-    co_return out;
-  }
-  auto request = web_api_call(
-      options_, "chat.postMessage",
-      slack::encode_post_message(
-          thread->channel, troupe::channel::markdown_to_slack_mrkdwn(part.text), thread->thread_ts),
-      deadline);
   // Awaited as a named value: GCC 12 destroys some temporaries of a co_await
   // full-expression twice.
   auto fetching = http.fetch(std::move(request));
@@ -151,6 +143,48 @@ asio::awaitable<send_result> slack_adapter::send(http_client& http, outbound_par
     co_return out;
   }
   out.outcome = send_outcome::failed;
+  co_return out;
+}
+
+} // namespace
+
+asio::awaitable<send_result> slack_adapter::send(http_client& http, outbound_part part,
+                                                 std::chrono::milliseconds deadline) {
+  const auto thread = parse_slack_reply_to(part.reply_to);
+  if (!thread) {
+    send_result out;
+    out.error = fmt::format("'{}' is not a Slack channel and thread", part.reply_to);
+    co_return out;
+  }
+  auto posting = post_call(
+      http, web_api_call(options_, "chat.postMessage",
+                         slack::encode_post_message(
+                             thread->channel, troupe::channel::markdown_to_slack_mrkdwn(part.text),
+                             thread->thread_ts),
+                         deadline));
+  co_return co_await std::move(posting);
+}
+
+asio::awaitable<send_result> slack_adapter::edit(http_client& http, outbound_part part,
+                                                 std::string platform_message_id,
+                                                 std::chrono::milliseconds deadline) {
+  const auto thread = parse_slack_reply_to(part.reply_to);
+  if (!thread || platform_message_id.empty()) {
+    send_result out;
+    out.error =
+        fmt::format("'{}' in '{}' is not a Slack message", platform_message_id, part.reply_to);
+    co_return out;
+  }
+  auto updating =
+      post_call(http, web_api_call(options_, "chat.update",
+                                   slack::encode_update_message(
+                                       thread->channel, platform_message_id,
+                                       troupe::channel::markdown_to_slack_mrkdwn(part.text)),
+                                   deadline));
+  auto out = co_await std::move(updating);
+  if (out.outcome == send_outcome::sent) {
+    out.platform_message_id = platform_message_id;
+  }
   co_return out;
 }
 

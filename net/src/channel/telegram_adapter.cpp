@@ -182,6 +182,61 @@ asio::awaitable<send_result> telegram_adapter::send(http_client& http, outbound_
   co_return to_send_result(result.answer, result.transport);
 }
 
+asio::awaitable<send_result> telegram_adapter::edit(http_client& http, outbound_part part,
+                                                    std::string platform_message_id,
+                                                    std::chrono::milliseconds deadline) {
+  const auto chat = parse_telegram_reply_to(part.reply_to);
+  const auto message_id = parse_int(platform_message_id);
+  if (!chat || !message_id) {
+    send_result out;
+    out.error =
+        fmt::format("'{}' in '{}' is not a Telegram message", platform_message_id, part.reply_to);
+    co_return out;
+  }
+  auto editing =
+      call(http, "editMessageText",
+           telegram::encode_edit_message_text(
+               chat->chat_id, *message_id, troupe::channel::markdown_to_telegram_html(part.text)),
+           deadline);
+  auto result = co_await std::move(editing);
+  if (result.answer.kind == telegram::answer_kind::parse_entities) {
+    // As for a new message: the HTML refused, the text as written.
+    auto plain = call(http, "editMessageText",
+                      telegram::encode_edit_message_text(chat->chat_id, *message_id, part.text,
+                                                         /*html=*/false),
+                      deadline);
+    result = co_await std::move(plain);
+  }
+  if (result.answer.kind == telegram::answer_kind::not_modified) {
+    send_result same;
+    same.outcome = send_outcome::sent;
+    same.platform_message_id = platform_message_id;
+    co_return same;
+  }
+  auto out = to_send_result(result.answer, result.transport);
+  if (out.outcome == send_outcome::sent) {
+    out.platform_message_id = platform_message_id;
+  }
+  co_return out;
+}
+
+std::string telegram_adapter::bot_name() const {
+  const std::lock_guard lock(name_mutex_);
+  return bot_name_;
+}
+
+asio::awaitable<void> telegram_adapter::learn_name(http_client& http) {
+  auto asking = call(http, "getMe", "{}", options_.call_grace);
+  const auto me = co_await std::move(asking);
+  if (!me.answer.ok() || me.answer.username.empty()) {
+    log::warn("telegram channel {}: getMe failed ({}); commands addressed to any bot are taken",
+              options_.channel, me.transport ? me.answer.description : describe(me.answer));
+    co_return;
+  }
+  const std::lock_guard lock(name_mutex_);
+  bot_name_ = me.answer.username;
+}
+
 asio::awaitable<void> telegram_adapter::typing(http_client& http, std::string reply_to,
                                                std::chrono::milliseconds deadline) {
   const auto chat = parse_telegram_reply_to(reply_to);
@@ -314,14 +369,25 @@ asio::awaitable<void> telegram_adapter::register_webhook(http_client& http) {
   }
 }
 
+asio::awaitable<void> telegram_adapter::run(http_client& http, inbound_sink sink) {
+  auto naming = learn_name(http);
+  co_await std::move(naming);
+  if (task_.stopping()) {
+    co_return;
+  }
+  if (options_.mode == "webhook") {
+    auto registering = register_webhook(http);
+    co_await std::move(registering);
+  } else {
+    auto polling = poll(http, std::move(sink));
+    co_await std::move(polling);
+  }
+}
+
 void telegram_adapter::start(http_client& http, inbound_sink sink) {
   auto self = shared_from_this();
-  if (options_.mode == "webhook") {
-    task_.start(http.get_executor(), [self, &http] { return self->register_webhook(http); });
-  } else {
-    task_.start(http.get_executor(),
-                [self, &http, sink = std::move(sink)] { return self->poll(http, sink); });
-  }
+  task_.start(http.get_executor(),
+              [self, &http, sink = std::move(sink)] { return self->run(http, sink); });
 }
 
 void telegram_adapter::stop(bool wait) {

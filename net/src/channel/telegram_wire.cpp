@@ -253,6 +253,7 @@ answer classify_answer(unsigned http_status, std::string_view body) {
     out.kind = answer_kind::ok;
     if (const auto result = object_member(root, "result")) {
       out.message_id = int_member(*result, "message_id");
+      out.username = text_member(*result, "username");
     }
     return out;
   }

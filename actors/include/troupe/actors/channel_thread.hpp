@@ -45,16 +45,15 @@ struct outbox_policy {
   std::chrono::milliseconds send_timeout{15'000};
 };
 
-/// A channel as its threads use it: its row and the adapter speaking its platform.
+/// A channel as its threads use it: its row and the adapter speaking its platform. The
+/// adapter's `bot_name` (a Telegram bot's username, from getMe) decides whose slash
+/// commands are ours: `/new@other_bot` goes to the model as text; while it is unknown,
+/// every `/cmd@…` is taken as ours.
 struct live_channel {
   storage::channel_record record;
   std::shared_ptr<net::channel::channel_adapter> adapter;
   session_scope scope = session_scope::thread;
   queue_policy queue = queue_policy::followup;
-  /// The bot's own name on the platform (a Telegram bot's username), when the adapter
-  /// knows it: a slash command addressed to another bot (`/new@other_bot`) is then not
-  /// answered but goes to the model as text. Empty: every `/cmd@…` is taken as ours.
-  std::string bot_name;
 };
 
 /// What every thread of a channel service shares.

@@ -121,6 +121,24 @@ public:
   virtual boost::asio::awaitable<send_result> send(http_client& http, outbound_part part,
                                                    std::chrono::milliseconds deadline) = 0;
 
+  /// Whether the bot can change the text of a message it sent (`edit`): what a
+  /// channel's `stream_edits` needs. False by default.
+  virtual bool supports_edits() const {
+    return false;
+  }
+  /// Replaces the text of the bot's message `platform_message_id` (as `send` answered it)
+  /// in the thread `part.reply_to` with `part.text`, giving up at `deadline`. An edit
+  /// that changes nothing (the same text) is `sent`. By default `failed`: no edits.
+  virtual boost::asio::awaitable<send_result> edit(http_client& http, outbound_part part,
+                                                   std::string platform_message_id,
+                                                   std::chrono::milliseconds deadline);
+
+  /// The bot's own name on the platform, once the adapter learnt it (Telegram getMe's
+  /// username, at start); empty before and where the platform has none. Any thread.
+  virtual std::string bot_name() const {
+    return {};
+  }
+
   /// A reply's text in the parts the platform accepts, in order (each part is one outbox
   /// row, sent on its own). One part by default.
   virtual std::vector<std::string> split(std::string_view text) const;

@@ -19,6 +19,7 @@
 /// too, Slack's own failures (5xx, internal_error, …) with a back-off; any other error
 /// word (channel_not_found, invalid_auth, …) is final. At start, `auth.test` names the
 /// bot's user id, which marks its own messages and is stripped from a leading mention.
+/// With `stream_edits`, the first part is posted early and changed with `chat.update`.
 
 #include <chrono>
 #include <memory>
@@ -68,6 +69,12 @@ public:
   boost::asio::awaitable<send_result> send(http_client& http, outbound_part part,
                                            std::chrono::milliseconds deadline) override;
   std::vector<std::string> split(std::string_view text) const override;
+  bool supports_edits() const override {
+    return true;
+  }
+  boost::asio::awaitable<send_result> edit(http_client& http, outbound_part part,
+                                           std::string platform_message_id,
+                                           std::chrono::milliseconds deadline) override;
   void start(http_client& http, inbound_sink sink) override;
   void stop(bool wait) override;
 

@@ -22,9 +22,13 @@
 /// once as the plain text; 429 is retried after `parameters.retry_after`; a group that
 /// became a supergroup is answered at its new id. Parts are at most 4,000 characters
 /// (split_message). While a run is active the thread shows `typing` (sendChatAction).
+/// With `stream_edits`, the first part is posted early and then changed with
+/// `editMessageText` (the same HTML rule; "message is not modified" counts as done).
+/// At start, `getMe` names the bot (its username), so `/cmd@other_bot` is not ours.
 
 #include <chrono>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <vector>
@@ -78,6 +82,13 @@ public:
   boost::asio::awaitable<send_result> send(http_client& http, outbound_part part,
                                            std::chrono::milliseconds deadline) override;
   std::vector<std::string> split(std::string_view text) const override;
+  bool supports_edits() const override {
+    return true;
+  }
+  boost::asio::awaitable<send_result> edit(http_client& http, outbound_part part,
+                                           std::string platform_message_id,
+                                           std::chrono::milliseconds deadline) override;
+  std::string bot_name() const override;
   std::chrono::milliseconds typing_interval() const override {
     return std::chrono::seconds(4);
   }
@@ -103,10 +114,16 @@ private:
                                            std::chrono::milliseconds deadline) const;
   boost::asio::awaitable<void> poll(http_client& http, inbound_sink sink);
   boost::asio::awaitable<void> register_webhook(http_client& http);
+  /// What `start` runs: getMe, then the poll loop or the webhook's registration.
+  boost::asio::awaitable<void> run(http_client& http, inbound_sink sink);
+  /// Asks getMe for the bot's username (once, at start; a failure leaves it unknown).
+  boost::asio::awaitable<void> learn_name(http_client& http);
 
   telegram_options options_;
   std::string secret_;
   background_task task_;
+  mutable std::mutex name_mutex_;
+  std::string bot_name_;
 };
 
 } // namespace troupe::net::channel

@@ -158,6 +158,8 @@ struct answer {
   std::optional<std::int64_t> migrate_to_chat_id;
   /// `result.message_id` of a sendMessage or editMessageText answer.
   std::optional<std::int64_t> message_id;
+  /// `result.username` of a getMe answer (the bot's @-name, without the @).
+  std::string username;
 
   bool ok() const noexcept {
     return kind == answer_kind::ok;
