@@ -225,10 +225,18 @@ asio::awaitable<http_response> answer_channel(state_ptr state, unsigned status,
   co_return one_answer(status, *v, write_channel);
 }
 
-asio::awaitable<http_response> list_channels(state_ptr state, request_context&) {
-  auto rows = read(state, [&](auto& c) { return storage::list_channels(c); });
+asio::awaitable<http_response> list_channels(state_ptr state, request_context& ctx) {
+  storage::page p;
+  if (auto bad = read_page(ctx.request(), p)) {
+    co_return std::move(*bad);
+  }
+  auto rows = read(state, [&](auto& c) { return storage::list_channels_page(c, p); });
   if (!rows) {
     co_return error_response(rows.error());
+  }
+  auto total = read(state, [](auto& c) { return storage::count_channels(c); });
+  if (!total) {
+    co_return error_response(total.error());
   }
   std::vector<channel_view> views;
   for (auto& r : *rows) {
@@ -238,8 +246,7 @@ asio::awaitable<http_response> list_channels(state_ptr state, request_context&) 
     }
     views.push_back(std::move(*v));
   }
-  const auto total = static_cast<std::int64_t>(views.size());
-  co_return page_answer(views, total, storage::page{total, 0}, write_channel);
+  co_return page_answer(views, total->count, p, write_channel);
 }
 
 asio::awaitable<http_response> get_channel(state_ptr state, request_context& ctx) {

@@ -122,6 +122,19 @@ expected<std::vector<channel_record>> list_channels(connection& c) {
   return query_all<channel_record>(c, sql, read_channel);
 }
 
+expected<std::vector<channel_record>> list_channels_page(connection& c, page p) {
+  static const auto sql = select(channel_columns, "channels", "ORDER BY name LIMIT ? OFFSET ?");
+  return query_all<channel_record>(c, sql, read_channel, p.limit, p.offset);
+}
+
+expected<page_total> count_channels(connection& c) {
+  auto n = c.query_int("SELECT COUNT(*) FROM channels");
+  if (!n) {
+    return tl::unexpected(n.error());
+  }
+  return page_total{*n};
+}
+
 expected<void> update_channel(connection& c, const channel_record& r) {
   return change_one(c, "channel", r.id,
                     "UPDATE channels SET kind = ?, agent_id = ?, mode = ?, token_env = ?, "

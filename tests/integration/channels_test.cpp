@@ -214,6 +214,13 @@ TEST_CASE("channels are created, read, changed and deleted over the API, secrets
   auto listed = node.server.call("GET", "/api/v1/channels", admin);
   CHECK(status_of(listed) == 200);
   CHECK(json_field(body_of(listed), "total") == "2");
+  // Paged in SQL by name: "api-hook" before "hooks".
+  auto second = node.server.call("GET", "/api/v1/channels?limit=1&offset=1", admin);
+  REQUIRE(status_of(second) == 200);
+  CHECK(json_field(body_of(second), "total") == "2");
+  CHECK_THAT(body_of(second),
+             Catch::Contains(R"("name":"hooks")") && !Catch::Contains(R"("name":"api-hook")"));
+  CHECK(status_of(node.server.call("GET", "/api/v1/channels?limit=0", admin)) == 400);
   auto disabled =
       node.server.call("PATCH", "/api/v1/channels/api-hook", admin, R"({"enabled":false})");
   REQUIRE(status_of(disabled) == 200);

@@ -17,6 +17,7 @@
 #include "troupe/runtime/channel_config.hpp"
 #include "troupe/storage/connection.hpp"
 #include "troupe/storage/records.hpp"
+#include "troupe/storage/repositories.hpp"
 
 namespace troupe::storage {
 
@@ -109,6 +110,9 @@ expected<row_id> upsert_declared_channel(connection& c, channel_record r);
 expected<channel_record> find_channel(connection& c, row_id id);
 expected<channel_record> find_channel_by_name(connection& c, std::string_view name);
 expected<std::vector<channel_record>> list_channels(connection& c);
+/// One page of the channels by name, and how many there are in all.
+expected<std::vector<channel_record>> list_channels_page(connection& c, page p);
+expected<page_total> count_channels(connection& c);
 /// Rewrites every column but `name`, `declared` and `created_at` of channel `r.id`.
 expected<void> update_channel(connection& c, const channel_record& r);
 /// Deletes a channel with its threads, journal and outbox (its conversations stay).
