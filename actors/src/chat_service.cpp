@@ -339,8 +339,8 @@ asio::awaitable<expected<submitted_run>> chat_service::submit(chat_submission su
                                 : conversation.error().message;
       break;
     }
-    turn_request turn{submission.text, out.run_id, out.journal, submission.run_row,
-                      submission.policy};
+    turn_request turn{submission.text,    out.run_id,        out.journal,
+                      submission.run_row, submission.policy, submission.memory_user};
     auto handed =
         ask<bool>(system_, *conversation, hand_over_timeout, send_atom::value, std::move(turn));
     auto accepted = co_await std::move(handed);

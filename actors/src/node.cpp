@@ -585,6 +585,7 @@ expected<endpoint> node::start() {
     channel_options.http = any_client;
     channel_options.shard_http = shard_clients;
     channel_options.thread_idle = d.config.actors.conversation_idle;
+    channel_options.typing_cap = d.config.actors.channel_typing_cap;
     d.channels = std::make_shared<channel_service>(*d.system, std::move(channel_options));
   }
   // Runs accepted before the last stop but not started go back to their conversations

@@ -528,6 +528,46 @@ expected<void> apply_schema_v10(connection& c) {
   return c.exec(schema_v10);
 }
 
+// Version 12: channels, continued (issue 17; version 11 belongs to another branch, and
+// migrate() applies whichever versions a database lacks, so a gap is harmless). The journal's
+// second dedupe key
+// (`delivery_id`: Telegram's update_id, Slack's event_id), unique per channel beside the
+// platform message id. The outbox: where a part goes (`reply_to`, for a sender's
+// conversation that spans threads), whether it is a streamed preview (`preview`: part 0
+// posted early and edited as tokens arrive), and the final edit it owes (`edit_text`,
+// `edit_status` '' | pending | done | dead, with its attempts and next time), so that
+// recording a run's final answer never drops its part 0 when a preview holds that key.
+// Columns are added only when missing (as for version 5).
+expected<void> apply_schema_v12(connection& c) {
+  const std::pair<std::string_view, std::string_view> columns[] = {
+      {"inbound_journal", "delivery_id TEXT"},
+      {"outbox", "reply_to TEXT NOT NULL DEFAULT ''"},
+      {"outbox", "preview INTEGER NOT NULL DEFAULT 0"},
+      {"outbox", "edit_text TEXT NOT NULL DEFAULT ''"},
+      {"outbox", "edit_status TEXT NOT NULL DEFAULT ''"},
+      {"outbox", "edit_attempts INTEGER NOT NULL DEFAULT 0"},
+      {"outbox", "edit_next_at INTEGER NOT NULL DEFAULT 0"},
+  };
+  for (const auto& [table, column] : columns) {
+    const auto name = column.substr(0, column.find(' '));
+    auto has = c.query_int(
+        fmt::format("SELECT COUNT(*) FROM pragma_table_info('{}') WHERE name = '{}'", table, name));
+    if (!has) {
+      return tl::unexpected(has.error());
+    }
+    if (*has == 0) {
+      if (auto added = c.exec(fmt::format("ALTER TABLE {} ADD COLUMN {}", table, column)); !added) {
+        return added;
+      }
+    }
+  }
+  return c.exec(R"sql(
+CREATE UNIQUE INDEX IF NOT EXISTS inbound_journal_delivery
+  ON inbound_journal(channel_id, delivery_id) WHERE delivery_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS outbox_edits ON outbox(edit_status) WHERE edit_status = 'pending';
+)sql");
+}
+
 struct migration {
   int version;
   std::string_view description;
@@ -555,6 +595,8 @@ const std::vector<migration>& migrations() {
       {9, "context summaries", [](connection& c) { return c.exec(schema_v9); }},
       {10, "channel archives and dead-letter notices",
        [](connection& c) { return apply_schema_v10(c); }},
+      {12, "channel delivery ids, reply targets and streamed previews",
+       [](connection& c) { return apply_schema_v12(c); }},
   };
   return list;
 }
