@@ -1,11 +1,12 @@
 # cmake -DDIR=<tests dir> -P check_no_sleep.cmake: fails when a C++ file under DIR sleeps
-# (sleep_for, sleep_until, usleep, nanosleep or sleep(...), also in a script it runs)
-# unless the file is in DIR/sleeps_allowed.txt, where a sleep is the subject of a test,
-# and that line of it says why in a // comment. Tests wait on events or poll a condition
-# through support/wait_until.hpp, never sleep to synchronise (docs/testing.md).
+# (sleep_for, sleep_until, usleep, nanosleep or sleep(...), or a shell's `sleep N` in a
+# script it runs) unless the file is in DIR/sleeps_allowed.txt, where a sleep is the
+# subject of a test, and that line of it, or a // comment line right above it, says why.
+# Tests wait on events or poll a condition through support/wait_until.hpp, never sleep to
+# synchronise (docs/testing.md).
 
 cmake_policy(SET CMP0057 NEW) # if(... IN_LIST ...)
-set(call_regex "[^_A-Za-z0-9](sleep|usleep|nanosleep|sleep_for|sleep_until)[ \t]*\\(")
+set(call_regex "[^_A-Za-z0-9](sleep|usleep|nanosleep|sleep_for|sleep_until)[ \t]*\\(|[^_A-Za-z0-9]sleep[ \t]+[0-9]")
 
 # The allow-list: "path: reason" lines, the path relative to DIR.
 file(STRINGS "${DIR}/sleeps_allowed.txt" entries REGEX "^[^#].*:")
@@ -37,8 +38,11 @@ foreach(f IN LISTS files)
   string(REPLACE "]" "<rb>" text "${text}")
   string(REPLACE "\n" ";" lines "${text}")
   set(number 0)
+  set(previous "")
   foreach(line IN LISTS lines)
     math(EXPR number "${number} + 1")
+    set(above "${previous}")
+    set(previous "${line}")
     if(NOT " ${line}" MATCHES "${call_regex}")
       continue()
     endif()
@@ -50,7 +54,7 @@ foreach(f IN LISTS files)
     string(STRIP "${shown}" shown)
     if(NOT f IN_LIST allowed)
       string(APPEND problems "  ${f}:${number}: ${shown}\n")
-    elseif(NOT " ${line}" MATCHES "${call_regex}.*//")
+    elseif(NOT " ${line}" MATCHES "(${call_regex}).*//" AND NOT above MATCHES "^[ \t]*//")
       string(APPEND problems "  ${f}:${number}: allowed file, but no // comment says why: ${shown}\n")
     endif()
   endforeach()

@@ -1,4 +1,5 @@
 #include "troupe/actors/conversation.hpp"
+#include "conversation_state.hpp"
 #include "troupe/actors/shard_scheduler.hpp"
 
 #include <algorithm>
@@ -23,12 +24,10 @@
 
 namespace troupe::actors {
 
+using namespace detail;
+
 namespace {
 
-// Largest run artifact copied into the files store.
-constexpr std::size_t max_artifact_bytes = std::size_t{256} << 20;
-// How long copying a run's artifacts into the files directory may take.
-constexpr auto artifact_copy_timeout = std::chrono::seconds(60);
 // How long a conversation waits for a run beyond the run's own deadline.
 constexpr auto run_grace = std::chrono::seconds(30);
 
@@ -42,61 +41,6 @@ bool is_compact_command(std::string_view text) {
   }
   return text == "/compact";
 }
-
-/// A message waiting for its run, with everyone who waits for its answer.
-struct pending_turn {
-  std::string text;
-  std::vector<caf::response_promise> waiting;
-  /// Get the run's events and (done_atom, run_result).
-  std::vector<turn_observer> observers;
-  /// The run's id; set when the turn is queued.
-  std::string run_id;
-  /// The run's row, written with the user message when the turn was accepted (0: not
-  /// yet, or a conversation without storage).
-  storage::row_id run_row = 0;
-  /// The write of the run row and the message is in flight (a turn launched meanwhile
-  /// gets its row when it commits).
-  bool storing = false;
-  /// The turn started as it was accepted: its row is inserted as running (started now),
-  /// so its run does not write the status again.
-  bool starts_at_once = false;
-  /// That write failed, saying this: the turn fails whatever its run did.
-  std::optional<std::string> store_failure;
-  /// Recovered at start: stored already, and queued as a follow-up under any policy.
-  bool recovered = false;
-  /// The user messages this turn carries (more than one once others joined it).
-  std::size_t messages = 1;
-  /// The queue policy it arrived under; unset: the agent's.
-  std::optional<queue_policy> policy;
-  /// Whose memory its run uses (turn_request::memory_user); a turn others joined keeps
-  /// its first message's.
-  storage::row_id memory_user = 0;
-};
-
-struct conversation_state {
-  conversation_spec spec;
-  std::vector<chat_message> history;
-  std::vector<run_event_sink> subscribers;
-  /// The active run (launched with its turn, also while the turn's row is written);
-  /// invalid between runs.
-  run_actor current;
-  pending_turn current_turn;
-  std::deque<pending_turn> queue;
-  std::uint64_t activity = 0;
-  std::uint64_t turns = 0;
-  std::uint64_t arrivals = 0;
-  /// A conversation not yet stored (`spec.unstored`): its row id, filled on the writer's
-  /// thread by the write that inserts it, so the writes queued behind that one (which
-  /// the writer applies in order) can name it before the conversation learns it.
-  std::shared_ptr<storage::row_id> unstored_row;
-};
-
-/// Whether this conversation writes its runs and messages.
-bool stores(const conversation_state& st) {
-  return st.spec.io.writer && (st.spec.conversation_row != 0 || st.unstored_row);
-}
-
-using conversation_self = homed_typed_actor<conversation_state, conversation_actor>*;
 
 /// A turn is under way (its run exists).
 bool busy(const conversation_state& st) {
@@ -170,181 +114,6 @@ void deliver_turn(conversation_self self, pending_turn& turn, const run_result& 
   }
 }
 
-void end_turn(conversation_self self, run_result result);
-
-/// Where a run's artifacts are copied from and to, and whose files they become.
-struct artifact_target {
-  std::filesystem::path workspace;
-  std::filesystem::path files_dir;
-  storage::row_id owner_user = 0;
-  storage::row_id conversation_row = 0;
-};
-
-/// A run's artifacts once their bytes are in the files directory: the artifacts with
-/// their file ids filled in, the `files` rows to insert, and the steps of those that
-/// could not be stored.
-struct copied_artifacts {
-  std::vector<harness::artifact> artifacts;
-  std::vector<storage::file_record> rows;
-  std::vector<run_step> failures;
-};
-
-/// Reads each artifact from the workspace (regular files only, without following links or
-/// waiting on special files: workspace::read_file), stores its bytes and hashes them. It
-/// blocks: run it on the blocking pool.
-copied_artifacts copy_artifacts(std::vector<harness::artifact> artifacts,
-                                const artifact_target& target, const tools::job_control* control) {
-  copied_artifacts out;
-  auto ws = tools::workspace::open(target.workspace);
-  for (auto& a : artifacts) {
-    if (!a.file_id.empty() || a.path.empty() || !ws) {
-      continue;
-    }
-    if (control != nullptr && control->should_stop()) {
-      out.failures.push_back(run_step{"files", "store_artifact", "failed",
-                                      fmt::format("{}: out of time to store it", a.path)});
-      continue;
-    }
-    auto relative = ws->relative(a.path);
-    auto bytes = relative ? ws->read_file(*relative, max_artifact_bytes)
-                          : expected<std::string>(tl::unexpected(relative.error()));
-    if (!bytes) {
-      out.failures.push_back(run_step{"files", "store_artifact", "failed",
-                                      fmt::format("{}: {}", a.path, bytes.error().message)});
-      continue;
-    }
-    auto stored = storage::store_file_bytes(target.files_dir, *bytes);
-    if (!stored) {
-      out.failures.push_back(run_step{"files", "store_artifact", "failed",
-                                      fmt::format("{}: {}", a.path, stored.error().message)});
-      continue;
-    }
-    storage::file_record f;
-    f.uuid = new_uuid();
-    f.owner_user_id = target.owner_user;
-    f.conversation_id = target.conversation_row;
-    f.kind = "artifact";
-    f.name = std::filesystem::path(*relative).filename().string();
-    f.mime_type = a.mime.empty() ? tools::detect_mime(*relative, *bytes) : a.mime;
-    f.size_bytes = static_cast<std::int64_t>(bytes->size());
-    f.sha256 = sha256_hex(*bytes);
-    f.storage_path = (std::filesystem::path("files") / *stored).string();
-    f.created_at = unix_millis_now();
-    a.file_id = f.uuid;
-    a.mime = f.mime_type;
-    a.size = static_cast<std::uint64_t>(f.size_bytes);
-    if (a.name.empty()) {
-      a.name = f.name;
-    }
-    out.rows.push_back(std::move(f));
-  }
-  out.artifacts = std::move(artifacts);
-  return out;
-}
-
-/// `copy_artifacts` on the pool, within `artifact_copy_timeout`. By value: a coroutine.
-asio::awaitable<expected<copied_artifacts>>
-copy_artifacts_on(std::shared_ptr<tools::blocking_pool> pool,
-                  std::vector<harness::artifact> artifacts, artifact_target target) {
-  auto job = [artifacts = std::move(artifacts),
-              target = std::move(target)](const tools::job_control& control) mutable {
-    return copy_artifacts(std::move(artifacts), target, &control);
-  };
-  auto running = pool->run(std::move(job), artifact_copy_timeout);
-  auto copied = co_await std::move(running);
-  co_return copied;
-}
-
-void record_artifacts(conversation_self self, run_result result, copied_artifacts copied);
-
-/// Copies the run's files out of the workspace into the files directory, on the blocking
-/// pool, and stores a `files` row for each; then ends the turn. A file that cannot be
-/// read is left out (the answer still names it) and logged on the result's steps.
-void store_artifacts(conversation_self self, run_result result) {
-  auto& st = self->state;
-  const bool can_store = st.spec.io.writer && st.spec.owner_user != 0 &&
-                         !st.spec.files_dir.empty() && st.spec.conversation_row != 0;
-  const bool any =
-      std::any_of(result.artifacts.begin(), result.artifacts.end(),
-                  [](const harness::artifact& a) { return a.file_id.empty() && !a.path.empty(); });
-  if (!can_store || !any) {
-    end_turn(self, std::move(result));
-    return;
-  }
-  artifact_target target{st.spec.workspace, st.spec.files_dir, st.spec.owner_user,
-                         st.spec.conversation_row};
-  auto* http = st.spec.io.http_here();
-  if (http == nullptr || !st.spec.io.blocking) {
-    // No executor to wait on (a bare conversation in a test): copy here.
-    auto copied = copy_artifacts(result.artifacts, target, nullptr);
-    record_artifacts(self, std::move(result), std::move(copied));
-    return;
-  }
-  auto shared = std::make_shared<run_result>(std::move(result));
-  start_io(self, http->get_executor(),
-           copy_artifacts_on(st.spec.io.blocking, shared->artifacts, std::move(target)),
-           [self, shared](expected<expected<copied_artifacts>> r) {
-             if (r && *r) {
-               record_artifacts(self, std::move(*shared), std::move(**r));
-               return;
-             }
-             const auto& e = !r ? r.error() : r->error();
-             shared->steps.push_back(
-                 run_step{"files", "store_artifact", "failed",
-                          fmt::format("the run's files could not be stored: {}", e.message)});
-             end_turn(self, std::move(*shared));
-           });
-}
-
-/// Inserts the rows of the copied artifacts in one write, then ends the turn.
-void record_artifacts(conversation_self self, run_result result, copied_artifacts copied) {
-  auto& st = self->state;
-  for (auto& failure : copied.failures) {
-    result.steps.push_back(std::move(failure));
-  }
-  result.artifacts = std::move(copied.artifacts);
-  auto rows = std::move(copied.rows);
-  if (rows.empty()) {
-    end_turn(self, std::move(result));
-    return;
-  }
-  const auto run_uuid = result.run_id;
-  auto op = storage::make_write(
-      "store artifacts",
-      [rows = std::move(rows), run_uuid](storage::connection& c) -> expected<storage::row_id> {
-        auto run = storage::find_run_by_uuid(c, run_uuid);
-        storage::row_id last = 0;
-        for (auto f : rows) {
-          if (run) {
-            f.run_id = run->id;
-          }
-          auto id = storage::insert_file(c, f);
-          if (!id) {
-            return tl::unexpected(id.error());
-          }
-          last = *id;
-        }
-        return last;
-      });
-  auto shared = std::make_shared<run_result>(std::move(result));
-  // The rows were not written: the files stay named by their workspace paths only.
-  auto ended = [self, shared](std::optional<std::string> failure) {
-    if (failure) {
-      for (auto& a : shared->artifacts) {
-        a.file_id.clear();
-      }
-      shared->steps.push_back(run_step{"files", "store_artifact", "failed", *failure});
-    }
-    end_turn(self, std::move(*shared));
-  };
-  self->request(*st.spec.io.writer, store_write_timeout, write_atom::value, std::move(op))
-      .then(
-          [ended](write_result& r) {
-            ended(r ? std::nullopt : std::optional<std::string>(r.error().message));
-          },
-          [ended](caf::error& e) { ended(from_caf_error(e).message); });
-}
-
 void on_run_done(conversation_self self, run_result result) {
   auto& st = self->state;
   if (st.current_turn.store_failure) {
@@ -366,6 +135,10 @@ void on_run_done(conversation_self self, run_result result) {
   store_artifacts(self, std::move(result));
 }
 
+} // namespace
+
+namespace detail {
+
 void end_turn(conversation_self self, run_result result) {
   auto& st = self->state;
   deliver_turn(self, st.current_turn, result);
@@ -377,6 +150,10 @@ void end_turn(conversation_self self, run_result result) {
     schedule_idle(self);
   }
 }
+
+} // namespace detail
+
+namespace {
 
 void launch(conversation_self self) {
   auto& st = self->state;
@@ -789,50 +566,6 @@ conversation_actor::behavior_type conversation_behavior(conversation_self self,
       handle_io_completion(),
   };
 }
-
-struct shard_state {
-  conversation_factory factory;
-  std::map<std::string, conversation_actor, std::less<>> live;
-};
-
-conversation_shard_actor::behavior_type
-registry_shard(homed_typed_actor<shard_state, conversation_shard_actor>* self,
-               conversation_factory factory) {
-  self->state.factory = std::move(factory);
-  // On shutdown, live conversations go with their shard.
-  self->set_exit_handler([self](caf::exit_msg& msg) {
-    for (const auto& [id, conversation] : self->state.live) {
-      self->send_exit(conversation, msg.reason);
-    }
-    self->quit(msg.reason);
-  });
-  self->set_down_handler([self](caf::down_msg& msg) {
-    auto& live = self->state.live;
-    for (auto it = live.begin(); it != live.end(); ++it) {
-      if (it->second.address() == msg.source) {
-        live.erase(it);
-        break;
-      }
-    }
-  });
-  return {
-      [self](get_atom, const std::string& id) -> conversation_actor {
-        auto& live = self->state.live;
-        if (auto it = live.find(id); it != live.end()) {
-          return it->second;
-        }
-        // Creation happens here, one message at a time: a second request for the same
-        // id finds the actor the first one created.
-        auto conversation = self->state.factory(self->system(), id);
-        if (conversation) {
-          self->monitor(conversation);
-          live.emplace(id, conversation);
-        }
-        return conversation;
-      },
-  };
-}
-
 } // namespace
 
 conversation_actor spawn_conversation(caf::actor_system& system, conversation_spec spec) {
@@ -842,38 +575,6 @@ conversation_actor spawn_conversation(caf::actor_system& system, conversation_sp
     return spawn_on(system, home, conversation_behavior, std::move(spec));
   }
   return system.spawn(conversation_behavior, std::move(spec));
-}
-
-conversation_registry::conversation_registry(caf::actor_system& system,
-                                             conversation_factory factory, std::size_t shards) {
-  if (auto* scheduler_shards = shards_of(system)) {
-    // One registry shard per scheduler shard, homed there and keyed like the
-    // conversations: a lookup runs on the shard its conversation lives on.
-    scheduler_shards_ = scheduler_shards;
-    for (std::size_t i = 0; i < scheduler_shards->size(); ++i) {
-      shards_.push_back(spawn_on(system, i, registry_shard, factory));
-    }
-    return;
-  }
-  if (shards == 0) {
-    shards = 1;
-  }
-  for (std::size_t i = 0; i < shards; ++i) {
-    shards_.push_back(system.spawn(registry_shard, factory));
-  }
-}
-
-void conversation_registry::stop() {
-  for (const auto& shard : shards_) {
-    caf::anon_send_exit(shard, caf::exit_reason::user_shutdown);
-  }
-}
-
-const conversation_shard_actor& conversation_registry::shard_for(std::string_view id) const {
-  if (scheduler_shards_ != nullptr) {
-    return shards_[scheduler_shards_->shard_for(id) % shards_.size()];
-  }
-  return shards_[std::hash<std::string_view>{}(id) % shards_.size()];
 }
 
 } // namespace troupe::actors

@@ -1,3 +1,9 @@
+// The shard scheduler: CAF's coordinator replaced by N shard threads, each running an Asio
+// io_context and the actors homed on it, with its timers, its loop-lag probe and its stall
+// watchdog (docs/execution-model.md). One file over 600 lines on purpose: the coordinator,
+// the per-shard queues, the actor clock and the watchdog share private types and invariants
+// (who may touch a shard's queue from which thread) that a split would have to export.
+
 #include "troupe/actors/shard_scheduler.hpp"
 
 #include <algorithm>

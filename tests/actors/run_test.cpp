@@ -329,9 +329,12 @@ TEST_CASE("sub-agent tasks run as child runs and their answers return in task or
 
 TEST_CASE("cancelling a run mid-tool stops the tool and its sandboxed process",
           "[actors][run][sandbox]") {
+  // A command that would run for 47 s: the cancellation must stop it and its process.
+  const std::string long_command = "sleep 47.25";
   run_world w(R"([
     {"match":{"call":1},"reply":{"tool_calls":[{"name":"exec",
-        "arguments":{"command":"sleep 47.25"}}]}},
+        "arguments":{"command":")" +
+                  long_command + R"("}}]}},
     {"match":{"call":2},"reply":{"text":"unreachable"}}])",
               true);
   auto run = w.spawn(w.spec("Sleep for a while", {"exec"}));

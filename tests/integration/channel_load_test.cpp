@@ -47,6 +47,7 @@ void check_answers(const std::vector<std::pair<std::string, std::string>>& repli
   const std::regex echoed(R"(to: t([0-9]+)-m([0-9]+))");
   for (const auto& [thread, text] : replies) {
     std::smatch m;
+    INFO("reply in thread " << thread << ": " << text);
     REQUIRE(std::regex_search(text, m, echoed));
     const auto t = std::stoi(m[1].str());
     CHECK(thread == thread_of(t));

@@ -282,6 +282,7 @@ TEST_CASE(
   for (const auto& reply : receiver.requests()) {
     const auto text = json_field(reply.body, "text");
     std::smatch m;
+    INFO("reply text: " << text);
     REQUIRE(std::regex_search(text, m, echoed));
     CHECK(json_field(reply.body, "thread") == "t" + m[1].str());
     answered["t" + m[1].str()].push_back(std::stoi(m[2].str()));

@@ -167,6 +167,7 @@ TEST_CASE("a fork bomb is contained by the process limit", "[tools][sandbox]") {
   sandbox_limits limits;
   limits.timeout = 5s;
   limits.max_processes = 32;
+  // The shell sleeps while the bomb forks: the sleep is the span the pids limit is tested over.
   auto r = bash("bomb() { bomb | bomb & }; bomb; sleep 2; echo survived", ws.path(), limits);
   CHECK(has_limit(r, "cgroup_pids=32"));
   CHECK_THAT(r.stderr_text, Catch::Contains("fork"));
@@ -213,6 +214,7 @@ TEST_CASE("50 MB of output is capped with a truncation marker", "[tools][sandbox
 TEST_CASE("a child that outlives its parent is killed with the sandbox", "[tools][sandbox]") {
   troupe::test::temp_dir ws;
   const auto start = std::chrono::steady_clock::now();
+  // A straggler that would write for 300 s: the cleanup must kill it, not wait for it.
   auto r = bash("(sleep 300; echo late > late.txt) & disown; echo parent-done", ws.path());
   CHECK(r.stdout_text == "parent-done\n");
   CHECK(std::chrono::steady_clock::now() - start < 5s);
@@ -258,6 +260,7 @@ TEST_CASE("host execution is an explicit opt-in and says sandboxed false", "[too
   troupe::test::temp_dir ws;
   sandbox_options options;
   options.allow_host = true;
+  // An orphaned 300 s sleeper: the run must end without waiting for it.
   auto r = run_in_sandbox({"/usr/bin/bash", "-c", "pwd; (sleep 300 &); echo ok"}, ws.path(), {},
                           options);
   CHECK_FALSE(r.sandboxed);
@@ -287,6 +290,7 @@ TEST_CASE("cancelling a run kills the process tree", "[tools][sandbox]") {
   asio::io_context io;
   sandbox_runner runner;
   sandbox_request request;
+  // Two 300 s sleepers the cancellation must kill at once.
   request.argv = {"/usr/bin/bash", "-c", "sleep 300 & sleep 300"};
   request.workspace = ws.path();
   request.env = {{"TROUPE_TEST_MARKER", test_marker()}};
@@ -304,6 +308,7 @@ TEST_CASE("a finished run leaves no process or zombie behind, sandboxed or on th
           "[tools][sandbox]") {
   troupe::test::temp_dir ws;
   // A daemon in its own session outlives its parent unless the run's cleanup kills it.
+  // Sleepers in their own session and orphaned: the cleanup must find and kill both.
   const std::string script = "setsid sleep 300 & (sleep 300 &); echo started";
   auto sandboxed = bash(script, ws.path());
   CHECK(sandboxed.stdout_text == "started\n");

@@ -166,6 +166,7 @@ TEST_CASE("exec runs a command in the sandbox with a timeout", "[tools][workspac
   CHECK_THAT(ok.content, Catch::Contains(R"("stdout":"hi\n)"));
   CHECK_THAT(ok.content, Catch::Contains(R"("sandboxed":true)"));
   auto slow =
+      // A 10 s command under a 1 s timeout: the timeout must stop it.
       call(*make_exec_tool(), R"({"command":"sleep 10","timeout_s":1})", dir.path(), &sandbox);
   CHECK_FALSE(slow.ok);
   CHECK(slow.failure_kind == "timeout");

@@ -6,7 +6,7 @@
 
 #include <simdjson.h>
 
-#include "troupe/runtime/harness/loop_guard.hpp"
+#include "troupe/runtime/canonical_json.hpp"
 #include "troupe/runtime/json_writer.hpp"
 
 namespace troupe::tools {
@@ -156,7 +156,7 @@ std::string_view kind_of(element e) {
 }
 
 std::string canonical(element e) {
-  return harness::canonical_arguments(simdjson::minify(e));
+  return canonical_json(e);
 }
 
 std::string number_text(double d) {
@@ -434,7 +434,8 @@ private:
   void check_enum(const std::vector<detail::enum_value>& allowed, element value,
                   const std::string& path) {
     const auto number = as_number(value);
-    const auto text = canonical(value);
+    // A number compares by value; anything else by its canonical text, made only then.
+    const auto text = number ? std::string() : canonical(value);
     for (const auto& v : allowed) {
       if ((number && v.number && *number == *v.number) || (!number && v.canonical == text)) {
         return;
@@ -444,7 +445,7 @@ private:
     for (const auto& v : allowed) {
       list += (list.empty() ? "" : ", ") + v.display;
     }
-    report(path, "expected one of " + list + " (got " + text + ")");
+    report(path, "expected one of " + list + " (got " + (number ? canonical(value) : text) + ")");
   }
 
   void check_object(const schema_node& schema, element value, const std::string& path) {
@@ -548,6 +549,9 @@ std::string_view trimmed(std::string_view text) {
   return text.substr(first, last - first + 1);
 }
 
+// Arguments up to this size are parsed by the thread's reused parser.
+constexpr std::size_t reused_parser_max_bytes = 64 * 1024;
+
 } // namespace
 
 expected<argument_schema> argument_schema::compile(std::string_view schema_json) {
@@ -572,10 +576,14 @@ expected<void> argument_schema::validate(std::string_view arguments_json) const 
   if (text.empty()) {
     text = "{}";
   }
-  simdjson::dom::parser parser;
-  const simdjson::padded_string buffer(text);
+  // One parser per thread for the common small call; a large one (a write of a big file)
+  // gets its own, so no thread keeps a buffer that size for good.
+  static thread_local simdjson::dom::parser shared_parser;
+  simdjson::dom::parser own_parser;
+  auto& parser = text.size() <= reused_parser_max_bytes ? shared_parser : own_parser;
   element root;
-  if (auto err = parser.parse(buffer).get(root); err != simdjson::SUCCESS) {
+  // parse(const char*, size_t) copies into the parser's own padded buffer.
+  if (auto err = parser.parse(text.data(), text.size()).get(root); err != simdjson::SUCCESS) {
     return fail(errc::invalid_argument, std::string("arguments: not valid JSON (") +
                                             simdjson::error_message(err) +
                                             "); send exactly one JSON object that matches the "

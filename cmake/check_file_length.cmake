@@ -1,0 +1,20 @@
+# cmake -DDIR=<dir> -DMAX=<lines> -P check_file_length.cmake: fails when a C++ file under DIR
+# is longer than MAX lines without saying why in its opening comment (its first 1,000
+# characters mention "over <MAX> lines"). actors/ keeps one subject per file (issue 12).
+file(GLOB_RECURSE files "${DIR}/*.cpp" "${DIR}/*.hpp")
+set(bad "")
+foreach(f IN LISTS files)
+  file(READ "${f}" text)
+  string(REGEX MATCHALL "\n" newlines "${text}")
+  list(LENGTH newlines count)
+  if(count GREATER MAX)
+    string(SUBSTRING "${text}" 0 1000 head)
+    if(NOT head MATCHES "over ${MAX} lines")
+      string(APPEND bad "  ${f}: ${count} lines\n")
+    endif()
+  endif()
+endforeach()
+if(bad)
+  message(FATAL_ERROR "files under ${DIR} over ${MAX} lines without a reason in their header:\n${bad}")
+endif()
+message(STATUS "every file under ${DIR} is within ${MAX} lines or says why not")
