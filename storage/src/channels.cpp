@@ -316,6 +316,12 @@ expected<inbound_record> find_inbound(connection& c, row_id id) {
   return query_one<inbound_record>(c, "inbound message", sql, read_inbound, id);
 }
 
+expected<inbound_record> find_inbound_by_run(connection& c, std::string_view run_uuid) {
+  static const auto sql =
+      select(inbound_columns, "inbound_journal", "WHERE run_uuid = ? ORDER BY id LIMIT 1");
+  return query_one<inbound_record>(c, "inbound message", sql, read_inbound, run_uuid);
+}
+
 expected<std::vector<inbound_record>> list_inbound(connection& c, row_id channel_id,
                                                    std::string_view status) {
   static const auto sql = select(inbound_columns, "inbound_journal",

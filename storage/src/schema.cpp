@@ -529,15 +529,15 @@ expected<void> apply_schema_v10(connection& c) {
 }
 
 // Version 12: channels, continued (issue 17; version 11 belongs to another branch, and
-// migrate() applies whichever versions a database lacks, so a gap is harmless). The journal's
-// second dedupe key
-// (`delivery_id`: Telegram's update_id, Slack's event_id), unique per channel beside the
-// platform message id. The outbox: where a part goes (`reply_to`, for a sender's
-// conversation that spans threads), whether it is a streamed preview (`preview`: part 0
-// posted early and edited as tokens arrive), and the final edit it owes (`edit_text`,
-// `edit_status` '' | pending | done | dead, with its attempts and next time), so that
-// recording a run's final answer never drops its part 0 when a preview holds that key.
-// Columns are added only when missing (as for version 5).
+// migrate() applies whichever versions a database lacks, so the gap is harmless). The
+// journal's second dedupe key (`delivery_id`: Telegram's update_id, Slack's event_id),
+// unique per channel beside the platform message id, and an index on its run (a queued
+// run resumed after a restart finds its sender). The outbox: where a part goes
+// (`reply_to`, for a sender's conversation that spans threads), whether it is a streamed
+// preview (`preview`: part 0 posted early and edited as tokens arrive), and the final
+// edit it owes (`edit_text`, `edit_status` '' | pending | done | dead, with its attempts
+// and next time), so that recording a run's final answer never drops its part 0 when a
+// preview holds that key. Columns are added only when missing (as for version 5).
 expected<void> apply_schema_v12(connection& c) {
   const std::pair<std::string_view, std::string_view> columns[] = {
       {"inbound_journal", "delivery_id TEXT"},
@@ -565,6 +565,7 @@ expected<void> apply_schema_v12(connection& c) {
 CREATE UNIQUE INDEX IF NOT EXISTS inbound_journal_delivery
   ON inbound_journal(channel_id, delivery_id) WHERE delivery_id IS NOT NULL;
 CREATE INDEX IF NOT EXISTS outbox_edits ON outbox(edit_status) WHERE edit_status = 'pending';
+CREATE INDEX IF NOT EXISTS inbound_journal_run ON inbound_journal(run_uuid);
 )sql");
 }
 

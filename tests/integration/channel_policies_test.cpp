@@ -6,6 +6,7 @@
 // thread's but each sender's memory and archives stay their own.
 
 #include <algorithm>
+#include <csignal>
 #include <memory>
 #include <mutex>
 #include <regex>
@@ -307,4 +308,52 @@ TEST_CASE("several senders in one thread share its conversation, never each othe
   CHECK_THAT(alice_list, !Catch::Contains("remember my shell"));
   CHECK_THAT(node.ask("a-7", "/continue", 10, "alice", "group"),
              Catch::StartsWith("1. remember my shell"));
+}
+
+TEST_CASE("a run queued behind another in a shared thread keeps its sender's memory when a "
+          "restart resumes it",
+          "[integration][channels][policies][memory]") {
+  auto log = std::make_shared<request_log>();
+  auto options = scripted(R"([
+    {"match": {"user": "remember my shell", "has_tool_result": false},
+     "reply": {"tool_calls": [{"name": "memory", "arguments": {"action": "propose",
+               "key": "shell", "kind": "preference", "content": "uses the fish shell"}}]}},
+    {"match": {"has_tool_result": true}, "reply": {"text": "Done."}},
+    {"match": {"user": "hold"}, "ttft_ms": 600000, "reply": {"text": "too late"}},
+    {"match": {"user": "which shell", "prompt": "- [preference / shell] uses the fish shell"},
+     "reply": {"text": "You use fish."}},
+    {"match": {"user": "which shell"}, "reply": {"text": "I do not know."}}
+  ])");
+  options.observe = [log](const std::string& body) {
+    std::lock_guard lock(log->mutex);
+    log->bodies.push_back(body);
+  };
+  policy_node node(std::move(options), "", R"(["memory", "finish"])",
+                   "memory_autoapprove = true\n");
+  CHECK(node.ask("a-1", "remember my shell", 1, "alice", "group") == "Done.");
+  REQUIRE(wait_until([&] { return !memory_owners(node.server.data_dir()).empty(); }, 30s));
+  // Bob's run holds the group's conversation; alice's message queues behind it (its run
+  // row is stored, not started) when troupe is killed.
+  const auto completions = node.mock.stats().completion_requests;
+  node.deliver("b-1", "hold", "bob", "group");
+  REQUIRE(
+      wait_until([&] { return node.mock.stats().completion_requests == completions + 1; }, 30s));
+  node.deliver("a-2", "which shell", "alice", "group");
+  const auto processing = [&] {
+    return json_field(
+        body_of(node.server.call("GET", "/api/v1/channels/hooks", node.server.admin())),
+        "processing");
+  };
+  REQUIRE(wait_until([&] { return processing() == "2"; }, 30s));
+
+  node.server.restart(SIGKILL);
+  REQUIRE(node.server.port() != 0);
+  // Bob's run was cut off (its notice); alice's queued run is resumed with her memory,
+  // not the thread's (which holds none).
+  REQUIRE(wait_until([&] { return node.receiver.accepted() >= 3; }, 60s));
+  const auto texts = node.texts();
+  REQUIRE(texts.size() == 3);
+  CHECK_THAT(texts[1], Catch::Contains("interrupted by a restart"));
+  CHECK(texts[2] == "You use fish.");
+  CHECK(log->containing("- [preference / shell] uses the fish shell") == 1);
 }

@@ -158,6 +158,33 @@ TEST_CASE("a redelivered platform message is a duplicate, also after the file is
   CHECK(must(list_inbound(db, channel, "processing")).empty());
 }
 
+TEST_CASE("a journaled message is found by its run, the first of a run that several joined",
+          "[storage][channels]") {
+  temp_dir dir;
+  auto db = must(open_writer(dir.db(), sync_mode::normal));
+  agent_record a;
+  a.uuid = "agent-1";
+  a.name = "helper";
+  a.main_model = "m";
+  const auto channel = must(insert_channel(db, webhook_channel(must(insert_agent(db, a)))));
+  auto first = message(channel, "m-1");
+  first.run_uuid = "run-1";
+  auto joined = message(channel, "m-2");
+  joined.sender = "bob";
+  joined.run_uuid = "run-2";
+  const auto first_id = must(journal_inbound(db, first)).id;
+  const auto joined_id = must(journal_inbound(db, joined)).id;
+  CHECK(must(find_inbound_by_run(db, "run-2")).id == joined_id);
+  // Bob's message joined alice's run (collect): the run's first message is alice's.
+  must(set_inbound_status(db, joined_id, "processing", "run-1"));
+  const auto found = must(find_inbound_by_run(db, "run-1"));
+  CHECK(found.id == first_id);
+  CHECK(found.sender == "alice");
+  const auto none = find_inbound_by_run(db, "run-2");
+  REQUIRE_FALSE(none);
+  CHECK(none.error().code == errc::not_found);
+}
+
 TEST_CASE("the outbox records a (run, part) once, claims it before sending, retries and "
           "dead-letters",
           "[storage][channels]") {

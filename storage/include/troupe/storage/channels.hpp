@@ -177,6 +177,9 @@ expected<journal_result> journal_inbound(connection& c, inbound_record r);
 expected<void> set_inbound_status(connection& c, row_id id, std::string_view status,
                                   std::string_view run_uuid = {});
 expected<inbound_record> find_inbound(connection& c, row_id id);
+/// The journaled message whose run is `run_uuid` (the run named when it was journaled);
+/// not_found when none is (a run no channel message started).
+expected<inbound_record> find_inbound_by_run(connection& c, std::string_view run_uuid);
 /// A channel's journaled messages with `status`, oldest first (every channel's when
 /// `channel_id` is 0).
 expected<std::vector<inbound_record>> list_inbound(connection& c, row_id channel_id,
