@@ -4,7 +4,8 @@
 /// The Slack Events API and Web API wire format (issue 17; reference/channels.md):
 /// verifying a request's v0 signature, decoding `url_verification` and `event_callback`
 /// envelopes into the messages a channel handles (bot messages and edits flagged as
-/// ignored), the thread key, encoding chat.postMessage and chat.update, and classifying
+/// ignored), telling a slash command (form-encoded) from an event and decoding it, the
+/// thread and message keys, encoding chat.postMessage and chat.update, and classifying
 /// Web API answers. Pure functions; no I/O. Untrusted input is parsed whole by
 /// simdjson's DOM parser: malformed bytes are an error value, never undefined behaviour.
 
