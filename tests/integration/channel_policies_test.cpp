@@ -310,8 +310,8 @@ TEST_CASE("several senders in one thread share its conversation, never each othe
              Catch::StartsWith("1. remember my shell"));
 }
 
-TEST_CASE("a run queued behind another in a shared thread keeps its sender's memory when a "
-          "restart resumes it",
+TEST_CASE("a channel run queued behind another in a shared thread keeps its sender's memory "
+          "when a restart resumes it",
           "[integration][channels][policies][memory]") {
   auto log = std::make_shared<request_log>();
   auto options = scripted(R"([

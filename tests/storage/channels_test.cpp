@@ -158,7 +158,7 @@ TEST_CASE("a redelivered platform message is a duplicate, also after the file is
   CHECK(must(list_inbound(db, channel, "processing")).empty());
 }
 
-TEST_CASE("a journaled message is found by its run, the first of a run that several joined",
+TEST_CASE("a journaled channel message is found by its run, the first of a run several joined",
           "[storage][channels]") {
   temp_dir dir;
   auto db = must(open_writer(dir.db(), sync_mode::normal));
