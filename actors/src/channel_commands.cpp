@@ -34,8 +34,10 @@ constexpr std::string_view notice_prefix = "notice:";
 using effect_fn = std::function<expected<void>(storage::connection&)>;
 using after_fn = std::function<void(thread_self)>;
 
+/// Who owns the thread's conversations and archives: the thread under `thread` scope,
+/// else the sender (docs/channels.md).
 std::string identity_of(const thread_state& st, const storage::inbound_record& m) {
-  return channel_identity(channel_of(st).record.name, m.sender);
+  return owner_identity(st, m);
 }
 
 /// Records the answer `text` to command message `m` with `effect` (and the notice owed)
@@ -45,7 +47,7 @@ std::string identity_of(const thread_state& st, const storage::inbound_record& m
 void finish_command(thread_self self, const storage::inbound_record& m, const std::string& text,
                     effect_fn effect = {}, after_fn after = {}) {
   auto& st = self->state;
-  auto rows = reply_rows(st, m.run_uuid, text);
+  auto rows = reply_rows(st, m.run_uuid, text, m.reply_to);
   auto notice = owed_notice(st, m);
   auto op = storage::make_write(
       "channel command answered",
@@ -78,7 +80,7 @@ void finish_command(thread_self self, const storage::inbound_record& m, const st
     }
     s.submit_failures = 0;
     if (!s.inbox.empty() && s.inbox.front().id == m.id) {
-      s.inbox.pop_front();
+      pop_front_message(self);
     }
     if (notice) {
       s.notice_through = std::max(s.notice_through, notice->through_id);
@@ -355,6 +357,7 @@ std::optional<dead_letter_notice> owed_notice(const thread_state& st,
   notice.row.thread_id = st.thread->id;
   notice.row.run_uuid = std::string(notice_prefix) + message.run_uuid;
   notice.row.part = 0;
+  notice.row.reply_to = message.reply_to;
   notice.row.text =
       lost.size() == 1
           ? fmt::format(

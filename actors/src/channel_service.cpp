@@ -1,5 +1,9 @@
 #include "troupe/actors/channel_service.hpp"
 
+#include "channel_registry.hpp"
+
+#include <boost/asio/co_spawn.hpp>
+#include <boost/asio/detached.hpp>
 #include <fmt/format.h>
 
 #include "troupe/actors/bridge.hpp"
@@ -13,26 +17,27 @@
 
 namespace troupe::actors {
 
-struct channel_service::thread_registry {
-  struct key {
-    storage::row_id channel = 0;
-    std::string thread;
-    friend auto operator<=>(const key&, const key&) = default;
-  };
-  std::mutex mutex;
-  bool stopped = false;
-  std::map<key, channel_thread_actor> threads;
-};
-
 namespace {
 
-// How often a message is offered to its thread when the actor found passivated meanwhile.
-constexpr int hand_over_attempts = 4;
-constexpr auto hand_over_timeout = std::chrono::seconds(10);
-// How long a stop waits for one thread's send in flight to be recorded.
-constexpr auto drain_timeout = std::chrono::seconds(5);
+// How long a stop waits for the threads' sends in flight to be recorded, beyond a send's
+// own deadline (outbox_policy::send_timeout): its outcome's write, on a loaded machine.
+constexpr auto drain_grace = std::chrono::seconds(10);
+// How long a request waits for its journal write before it is answered 503 (the platform
+// delivers it again): under the 3 s Slack allows, and Telegram's webhook too.
+constexpr auto ack_deadline = std::chrono::milliseconds(2'000);
+// Telegram's poll loop confirms a batch once it is journaled: it may wait longer.
+constexpr auto poll_journal_deadline = store_write_timeout + std::chrono::seconds(5);
+
+/// Asks a journal helper to write its batch now (see `journal`).
+using journal_now_atom = caf::atom_constant<caf::atom("jrnl_now")>;
 
 net::http_response ok_answer(const net::channel::decoded_request& decoded) {
+  if (decoded.empty_response) {
+    net::http_response r;
+    r.status = 200;
+    r.content_type = "text/plain; charset=utf-8";
+    return r;
+  }
   if (decoded.response_body.empty()) {
     return net::http_response::json(200, R"({"ok":true})");
   }
@@ -51,11 +56,20 @@ std::string api_base_of(const storage::channel_record& r) {
   return s.effective_api_base();
 }
 
+/// What journaling one message found: its row, and whether it is to be handed to its
+/// thread (new, or a duplicate whose row no thread has taken yet).
+struct journaled_message {
+  storage::inbound_record record;
+  bool duplicate = false;
+  bool hand_over = false;
+};
+
 } // namespace
 
 channel_service::channel_service(caf::actor_system& system, channel_service_options options)
     : system_(system), options_(std::move(options)),
       registry_(std::make_shared<thread_registry>()) {
+  registry_->system = &system_;
   auto ctx = std::make_shared<channel_thread_context>();
   ctx->system = &system_;
   ctx->writer = options_.writer;
@@ -66,7 +80,32 @@ channel_service::channel_service(caf::actor_system& system, channel_service_opti
   ctx->shard_http = options_.shard_http;
   ctx->outbox = options_.outbox;
   ctx->idle_ttl = options_.thread_idle;
-  context_ = std::move(ctx);
+  ctx->typing_cap = options_.typing_cap;
+  registry_->context = std::move(ctx);
+  // A thread that failed: what it held goes to a new one (the journal and the outbox
+  // have it), without waiting for a restart. Checked against `stopped` first, so the
+  // service is alive whenever it runs (its destructor stops it).
+  registry_->on_failure = [this, weak = std::weak_ptr(registry_)](storage::row_id channel,
+                                                                  std::string key) {
+    auto reg = weak.lock();
+    if (!reg || !options_.http) {
+      return;
+    }
+    asio::co_spawn(
+        options_.http->get_executor(),
+        [](channel_service* service, std::shared_ptr<thread_registry> r, storage::row_id ch,
+           std::string k) -> asio::awaitable<void> {
+          {
+            std::lock_guard lock(r->mutex);
+            if (r->stopped) {
+              co_return;
+            }
+          }
+          auto recovering = service->recover_thread(ch, std::move(k));
+          co_await std::move(recovering);
+        }(this, std::move(reg), channel, std::move(key)),
+        asio::detached);
+  };
 }
 
 channel_service::~channel_service() {
@@ -81,10 +120,11 @@ void channel_service::stop() {
       return; // stopped by the node already: the actor system may be gone by now
     }
     registry_->stopped = true;
+    registry_->on_failure = nullptr;
     threads.swap(registry_->threads);
     // Routes keep this service after the actor system is gone: no handle may outlive it
     // (a detached actor with a reference left holds the system's shutdown).
-    context_.reset();
+    registry_->context.reset();
     options_.writer = store_writer_actor{};
     options_.chat.reset();
   }
@@ -101,15 +141,33 @@ void channel_service::stop() {
   // Each thread records the outcome of the send it has in flight before it quits (else
   // a part the platform has would be sent again after the restart); the store writer
   // is still up. Called on a thread that is not a shard (the node's stop), while the
-  // shards run.
+  // shards run. Every thread is told at once, so the stop waits for the slowest send,
+  // not for their sum.
   if (threads.empty()) {
     return;
   }
+  const auto grace = options_.outbox.send_timeout + drain_grace;
   caf::scoped_actor self(system_);
+  const auto waiter = caf::actor_cast<caf::actor>(self);
   for (auto& [key, actor] : threads) {
-    self->request(actor, drain_timeout, drain_atom::value)
-        .receive([](bool) {},
-                 [&](caf::error&) { caf::anon_send_exit(actor, caf::exit_reason::user_shutdown); });
+    caf::anon_send(actor, drain_atom::value, waiter);
+  }
+  std::size_t answered = 0;
+  const auto until = std::chrono::steady_clock::now() + grace;
+  while (answered < threads.size()) {
+    const auto left = std::chrono::duration_cast<caf::timespan>(
+        std::max(until - std::chrono::steady_clock::now(), std::chrono::steady_clock::duration{}));
+    bool timed_out = false;
+    self->receive([&](drained_atom) { ++answered; }, caf::after(left) >> [&] { timed_out = true; });
+    if (timed_out) {
+      log::warn("channels: {} thread(s) did not record their send in flight within {} ms",
+                threads.size() - answered,
+                std::chrono::duration_cast<std::chrono::milliseconds>(grace).count());
+      break;
+    }
+  }
+  for (auto& [key, actor] : threads) {
+    caf::anon_send_exit(actor, caf::exit_reason::user_shutdown);
   }
 }
 
@@ -255,7 +313,8 @@ expected<std::shared_ptr<const live_channel>> channel_service::channel(const std
                               if (!ch) {
                                 co_return fail(errc::unavailable, "the channel changed");
                               }
-                              auto journaling = journal(ch, std::move(messages));
+                              auto journaling =
+                                  journal(ch, std::move(messages), poll_journal_deadline);
                               co_return co_await std::move(journaling);
                             });
   }
@@ -269,56 +328,6 @@ expected<std::shared_ptr<const live_channel>> channel_service::channel_by_id(sto
     return tl::unexpected(record.error());
   }
   return channel(record->name);
-}
-
-channel_thread_actor channel_service::thread(const std::shared_ptr<const live_channel>& channel,
-                                             const std::string& key) {
-  std::lock_guard lock(registry_->mutex);
-  if (registry_->stopped) {
-    return {};
-  }
-  auto& slot = registry_->threads[thread_registry::key{channel->record.id, key}];
-  if (!slot) {
-    channel_thread_spec spec;
-    spec.channel = channel;
-    spec.thread_key = key;
-    spec.context = context_;
-    spec.on_exit =
-        [weak = std::weak_ptr(registry_),
-         k = thread_registry::key{channel->record.id, key}](const caf::actor_addr& gone) {
-          auto reg = weak.lock();
-          if (!reg) {
-            return;
-          }
-          std::lock_guard l(reg->mutex);
-          if (auto it = reg->threads.find(k);
-              it != reg->threads.end() && it->second.address() == gone) {
-            reg->threads.erase(it);
-          }
-        };
-    slot = spawn_channel_thread(system_, std::move(spec));
-  }
-  return slot;
-}
-
-boost::asio::awaitable<expected<void>>
-channel_service::hand_over(std::shared_ptr<const live_channel> channel,
-                           storage::inbound_record message) {
-  for (int attempt = 0;; ++attempt) {
-    auto target = thread(channel, message.thread_key);
-    if (!target) {
-      co_return fail(errc::unavailable, "the channel service has stopped");
-    }
-    auto asking = ask<bool>(system_, target, hand_over_timeout, inbound_atom::value, message);
-    auto taken = co_await std::move(asking);
-    if (taken) {
-      co_return expected<void>{};
-    }
-    // A thread that passivated between the lookup and the message: a new one takes it.
-    if (taken.error().code != errc::unavailable || attempt + 1 >= hand_over_attempts) {
-      co_return tl::unexpected(taken.error());
-    }
-  }
 }
 
 store_writer_actor channel_service::writer() const {
@@ -351,9 +360,12 @@ boost::asio::awaitable<net::http_response> channel_service::receive(std::string 
   if (!decoded) {
     co_return net::http_response::error(400, "invalid_argument", decoded.error().message);
   }
-  auto journaling = journal(*live, std::move(decoded->messages));
+  // Answered once the journal row is durable, at most `ack_deadline` later; the thread
+  // takes the message from there (the hand-over does not hold the answer up).
+  auto journaling = journal(*live, std::move(decoded->messages), ack_deadline);
   if (auto journaled = co_await std::move(journaling); !journaled) {
-    // Not journaled: the platform is told to deliver it again.
+    // Not journaled in time: the platform is told to deliver it again (a write that
+    // commits later is handed over all the same, and the redelivery is a duplicate).
     co_return net::http_response::error(503, "unavailable", journaled.error().message);
   }
   co_return ok_answer(*decoded);
@@ -361,122 +373,105 @@ boost::asio::awaitable<net::http_response> channel_service::receive(std::string 
 
 boost::asio::awaitable<expected<void>>
 channel_service::journal(std::shared_ptr<const live_channel> live,
-                         std::vector<net::channel::inbound_message> messages) {
+                         std::vector<net::channel::inbound_message> messages,
+                         std::chrono::milliseconds deadline) {
   const auto store = writer();
   if (!store) {
     co_return fail(errc::unavailable, "the channel service has stopped");
   }
+  if (messages.empty()) {
+    co_return expected<void>{};
+  }
   const auto& ch = *live;
+  auto batch = std::make_shared<std::vector<journaled_message>>();
   for (auto& m : messages) {
-    storage::inbound_record in;
+    journaled_message j;
+    auto& in = j.record;
     in.channel_id = ch.record.id;
     in.platform_message_id = m.message_id;
+    in.delivery_id = m.delivery_id;
     in.thread_key = channel_thread_key(ch.scope, m.thread, m.sender);
     in.sender = m.sender;
     in.text = m.text;
     in.reply_to = m.reply_to;
     // The run that will answer it, named now: a restart finds whether it was accepted.
     in.run_uuid = new_uuid();
-    auto journaled = std::make_shared<storage::journal_result>();
-    auto op = storage::make_write("journal channel message",
-                                  [in, journaled](storage::connection& c) -> expected<void> {
-                                    auto r = storage::journal_inbound(c, in);
-                                    if (!r) {
-                                      return tl::unexpected(r.error());
-                                    }
-                                    *journaled = *r;
-                                    return {};
-                                  });
-    auto writing = write(system_, store, std::move(op), store_write_timeout);
-    auto written = co_await std::move(writing);
-    if (!written) {
-      co_return tl::unexpected(written.error());
+    batch->push_back(std::move(j));
+  }
+  // One commit for the request's messages. A duplicate whose row is still `received`
+  // (its first delivery's answer was late: the write outlived the request's deadline, or
+  // its thread has it queued) is handed over again; the thread drops what it has.
+  auto op = std::make_shared<storage::write_op>(storage::make_write(
+      "journal channel messages", [batch](storage::connection& c) -> expected<void> {
+        for (auto& j : *batch) {
+          auto r = storage::journal_inbound(c, j.record);
+          if (!r) {
+            return tl::unexpected(r.error());
+          }
+          j.duplicate = r->duplicate;
+          j.record.id = r->id;
+          j.hand_over = !r->duplicate;
+          if (r->duplicate) {
+            auto existing = storage::find_inbound(c, r->id);
+            if (!existing) {
+              return tl::unexpected(existing.error());
+            }
+            if (existing->status == "received") {
+              j.record = std::move(*existing);
+              j.hand_over = true;
+            }
+          }
+        }
+        return {};
+      }));
+  // The write and the hand-over belong to a helper actor, not to this request: when the
+  // request stops waiting (its deadline), a write that commits later is still handed to
+  // its thread. The hand-over is a mailbox push in journal order (see `deliver`).
+  auto hand_over = [registry = registry_, live, batch] {
+    for (const auto& j : *batch) {
+      if (!j.hand_over) {
+        continue;
+      }
+      if (!registry->deliver(live, j.record)) {
+        log::warn("channel {}: message {} journaled, not handed over (stopping): the next "
+                  "start hands it over",
+                  live->record.name, j.record.platform_message_id);
+      }
     }
-    if (journaled->duplicate) {
-      continue;
+  };
+  auto helper =
+      system_.spawn([store, op, hand_over](caf::event_based_actor* self) -> caf::behavior {
+        return {[self, store, op, hand_over](journal_now_atom) -> caf::result<bool> {
+          auto promise = self->make_response_promise<bool>();
+          self->request(store, store_write_timeout, write_atom::value, std::move(*op))
+              .then(
+                  [self, promise, hand_over](write_result& r) mutable {
+                    if (r) {
+                      hand_over();
+                      promise.deliver(true);
+                    } else {
+                      promise.deliver(to_caf_error(r.error()));
+                    }
+                    self->quit();
+                  },
+                  [self, promise](caf::error& e) mutable {
+                    promise.deliver(e);
+                    self->quit();
+                  });
+          return promise;
+        }};
+      });
+  auto asking = ask<bool>(system_, helper, deadline, journal_now_atom::value);
+  auto written = co_await std::move(asking);
+  if (!written) {
+    if (written.error().code == errc::timeout) {
+      co_return fail(errc::unavailable,
+                     fmt::format("the journal write took longer than {} ms; deliver it again",
+                                 deadline.count()));
     }
-    in.id = journaled->id;
-    auto handing = hand_over(live, std::move(in));
-    if (auto handed = co_await std::move(handing); !handed) {
-      // Journaled: the next start hands it over (recover), so the platform is answered 200.
-      log::error("channel {}: message {} journaled but not handed to its thread: {}",
-                 ch.record.name, m.message_id, handed.error().message);
-    }
+    co_return tl::unexpected(written.error());
   }
   co_return expected<void>{};
-}
-
-boost::asio::awaitable<std::size_t> channel_service::recover() {
-  std::size_t handed = 0;
-  // Parts whose send was under way: the platform may have them. Sent again (with the
-  // same idempotency key where the platform takes one); see docs/channels.md.
-  auto sending = options_.reads->with(
-      [](storage::connection& c) { return storage::list_outbox_with_status(c, "sending"); });
-  if (sending) {
-    for (const auto& e : *sending) {
-      auto op =
-          storage::make_write("outbox entry back to pending", [id = e.id](storage::connection& c) {
-            return c.run("UPDATE outbox SET status = 'pending' WHERE id = ? AND status = 'sending'",
-                         id);
-          });
-      auto writing = write(system_, writer(), std::move(op), store_write_timeout);
-      co_await std::move(writing);
-    }
-  }
-  auto pending = options_.reads->with(
-      [](storage::connection& c) { return storage::list_outbox_with_status(c, "pending"); });
-  if (pending) {
-    for (auto& e : *pending) {
-      auto thread_row = options_.reads->with([&](storage::connection& c) {
-        return storage::find_channel_thread_by_id(c, e.thread_id);
-      });
-      auto live = channel_by_id(e.channel_id);
-      if (!thread_row || !live) {
-        continue;
-      }
-      if (auto target = thread(*live, thread_row->thread_key)) {
-        caf::anon_send(target, outbox_atom::value, e);
-        ++handed;
-      }
-    }
-  }
-  for (const auto* status : {"received", "processing"}) {
-    auto waiting = options_.reads->with(
-        [&](storage::connection& c) { return storage::list_inbound(c, 0, status); });
-    if (!waiting) {
-      log::error("channel recovery: the journal cannot be read: {}", waiting.error().message);
-      continue;
-    }
-    for (auto& m : *waiting) {
-      auto live = channel_by_id(m.channel_id);
-      if (!live) {
-        log::warn("channel recovery: message {} of channel {} left: {}", m.platform_message_id,
-                  m.channel_id, live.error().message);
-        continue;
-      }
-      // Accepted before the stop (its run row exists): wait for that run, never a second.
-      auto run = options_.reads->with(
-          [&](storage::connection& c) { return storage::find_run_by_uuid(c, m.run_uuid); });
-      if (run) {
-        m.status = "processing";
-      }
-      auto handing = hand_over(*live, std::move(m));
-      if (auto ok = co_await std::move(handing); ok) {
-        ++handed;
-      }
-    }
-  }
-  // Channels that talk to their platform beyond the inbound route (Telegram's getUpdates
-  // loop or setWebhook, Slack's auth.test) go live now, after what the stop left.
-  auto all = options_.reads->with([](storage::connection& c) { return storage::list_channels(c); });
-  if (all) {
-    for (const auto& record : *all) {
-      if (record.enabled && record.kind != "webhook") {
-        activate(record.name);
-      }
-    }
-  }
-  co_return handed;
 }
 
 } // namespace troupe::actors

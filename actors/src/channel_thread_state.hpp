@@ -3,8 +3,12 @@
 /// \file
 /// Private to the channel_thread actor: the state one thread keeps and the functions its
 /// files share, every file working on this one state inside the actor:
-///   channel_thread.cpp    the behavior: binding, handing messages over, awaiting runs,
-///                         recording their replies, the outbox
+///   channel_thread.cpp    the behavior: binding, handing messages over
+///   channel_replies.cpp   runs awaited (typing meanwhile) and their replies recorded
+///   channel_outbox.cpp    the outbox: parts claimed, sent and recorded one at a time,
+///                         retries, and the final edit a streamed preview owes
+///   channel_preview.cpp   stream_edits: a run's tokens followed, its part 0 posted early
+///                         and edited at most once a second
 ///   channel_commands.cpp  slash commands answered without the model (/new, /continue,
 ///                         /stop, /status, …), the dead-letter notice, archives
 
@@ -12,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <optional>
 #include <set>
@@ -48,6 +53,34 @@ struct typing_flag {
   }
 };
 
+/// A run's streamed preview (stream_edits): the answer as its tokens arrive, and the
+/// platform message that shows its first part.
+struct preview_state {
+  /// The candidate answer so far (of the model round `round`).
+  std::string candidate;
+  std::int64_t round = 0;
+  /// Where the message is (the reply_to of the message the run answers).
+  std::string reply_to;
+  /// The text the platform shows (empty before the post).
+  std::string shown;
+  /// The outbox row (part 0, a preview) is recorded, or on its way to the store.
+  bool recorded = false;
+  /// The platform's id of the posted preview; empty until it is sent.
+  std::string platform_message_id;
+  /// An edit of the preview is in flight.
+  bool editing = false;
+  /// The timer of the next edit is set.
+  bool tick_set = false;
+  /// An edit failed for good: no more edits until the final one.
+  bool broken = false;
+  /// The run's reply is recorded: no edit but the final one.
+  bool finished = false;
+  /// The post or the last edit; the next change waits `preview_edit_interval`.
+  std::chrono::steady_clock::time_point last_change{};
+  /// A platform's retry_after (429) for edits.
+  std::chrono::steady_clock::time_point not_before{};
+};
+
 struct thread_state {
   channel_thread_spec spec;
   /// The bound thread row and its conversation, once known.
@@ -57,9 +90,17 @@ struct thread_state {
   std::size_t archived_at = 0;
   /// Journaled messages not yet handed to the conversation, in journal order.
   std::deque<storage::inbound_record> inbox;
+  /// Journal rows this life of the actor took off its inbox (bounded): a hand-over of one
+  /// again (a platform's redelivery of a row whose first hand-over was late) is dropped.
+  std::set<storage::row_id> taken;
+  std::deque<storage::row_id> taken_order;
   bool submitting = false;
   int submit_failures = 0;
-  /// Parts to send, in order; the front one is in flight while `sending`.
+  /// The user rows of the thread's senders (`channel:<name>:<sender>`): whose memory a
+  /// run uses when the conversation is the thread's.
+  std::map<std::string, storage::row_id> sender_users;
+  /// Parts to send, in order; the front one is in flight while `sending`. An entry with
+  /// status "sent" and edit_status "pending" is a final edit to make.
   std::deque<storage::outbox_record> outbox;
   bool sending = false;
   /// The retry timer is set (an `outbox_atom` is on its way).
@@ -73,11 +114,17 @@ struct thread_state {
   /// The newest dead-lettered outbox entry the user was told about (or is being told
   /// about: its notice is on its way to the store).
   storage::row_id notice_through = 0;
-  /// Runs cancelled by `/stop`: its answer said so, the run's own result adds no reply.
+  /// Runs cancelled by `/stop`: its answer said so, the run's own result adds no reply
+  /// (but ends its preview, if it has one).
   std::set<std::string> stopped_runs;
+  /// Streamed previews by run id, and the runs whose preview is over (late tokens of
+  /// those are dropped; bounded).
+  std::map<std::string, preview_state> previews;
+  std::set<std::string> closed_previews;
+  std::deque<std::string> closed_order;
   std::uint64_t generation = 0;
-  /// Stopping: answered and quit once the send in flight is recorded.
-  std::optional<caf::typed_response_promise<bool>> draining;
+  /// Stopping: told (drained_atom) and quit once the send in flight is recorded.
+  std::optional<caf::actor> draining;
 };
 
 using thread_self = homed_typed_actor<thread_state, channel_thread_actor>*;
@@ -97,27 +144,83 @@ template <class Then> void store(thread_self self, storage::write_op op, Then th
 /// The front message was not taken (or its command not recorded): counts the failure and
 /// offers it again after the back-off (given up after a few attempts).
 void retry_front_later(thread_self self);
+/// Takes the front message off the inbox, remembering it was taken.
+void pop_front_message(thread_self self);
 /// The title of a conversation the thread creates ("<channel> · <thread key>").
 std::string thread_title(const thread_state& st);
+/// The identity that owns the thread's conversations and archives (channel_config.hpp).
+std::string owner_identity(const thread_state& st, const storage::inbound_record& m);
 /// Re-arms the idle timer (the actor passivates when nothing happens for a while).
 void touch(thread_self self);
 /// Hands the next journaled message on (a command is answered here, other text goes to
 /// the conversation).
 void pump_inbox(thread_self self);
-/// Sends the next due part of the outbox.
-void pump_outbox(thread_self self);
 /// Reads the thread row and its conversation (and its archive mark); true when both exist.
 bool load_binding(thread_state& st);
+/// The wait after `attempts` failed attempts, when the platform named none.
+std::chrono::milliseconds backoff(const outbox_policy& p, std::int64_t attempts);
+
+// channel_replies.cpp
+
+/// Waits (through the bridge) for the run of `ticket`, then records its reply (to
+/// `reply_to`, the answered message's place); streams its text when the thread does.
+void await_result(thread_self self, storage::row_id inbound_id, const std::string& reply_to,
+                  run_ticket ticket, std::chrono::milliseconds limit);
+/// Records the run's answer in the outbox (once per (run, part); a preview of part 0
+/// takes the final text instead), marks message `inbound_id` done, and queues the parts.
+void record_reply(thread_self self, storage::row_id inbound_id, const std::string& reply_to,
+                  run_result result);
+/// The result of a run that ended before a restart, from its rows (its final answer, or
+/// why it has none).
+run_result stored_result(const channel_thread_context& ctx, const std::string& run_uuid);
+/// Takes the typing indicator down.
+void stop_typing(thread_state& st);
+
+// channel_outbox.cpp
+
 /// A reply's text in the parts the platform takes (the adapter's split).
 std::vector<std::string> parts_of(const net::channel::channel_adapter& adapter,
                                   const std::string& text);
 /// The outbox rows of `text` as the reply keyed by `key` (a run id, or the journaled run
-/// id of a command message), parts from 0.
+/// id of a command message), parts from 0, going to `reply_to` (empty: the thread's).
 std::vector<storage::outbox_record> reply_rows(const thread_state& st, const std::string& key,
-                                               const std::string& text);
-/// Queues the rows of `rows` that were recorded pending (read back by (run, part)), then
-/// pumps the outbox.
+                                               const std::string& text,
+                                               const std::string& reply_to);
+/// Queues the rows of `rows` as they are stored now (read back by (run, part)): a pending
+/// one to send, a sent one that owes its final edit to edit; then pumps the outbox.
 void queue_recorded(thread_self self, const std::vector<storage::outbox_record>& rows);
+/// Sends (or edits) the next due entry of the outbox.
+void pump_outbox(thread_self self);
+/// Nothing is in flight any more: a stop that waited for it goes on.
+bool finish_drain(thread_self self);
+
+// channel_preview.cpp
+
+/// Whether the thread streams its runs' answers (stream_edits, and an adapter that edits).
+bool streams(const thread_state& st);
+/// Follows the journal of `ticket` for its streamed text (when the thread streams).
+void follow_preview(thread_self self, const run_ticket& ticket, const std::string& reply_to);
+/// Streamed text of a run: the preview is posted, or edited when it is due.
+void on_preview_delta(thread_self self, preview_delta delta);
+/// The edit timer of run `run_id`.
+void on_preview_tick(thread_self self, const std::string& run_id);
+/// The preview of `run_id` was posted as `platform_message_id` showing `text`.
+void preview_posted(thread_self self, const std::string& run_id,
+                    const std::string& platform_message_id, const std::string& text);
+/// The text a preview row shows when it is sent now (the candidate so far, else `stored`).
+std::string preview_text(const thread_state& st, const std::string& run_id,
+                         const std::string& stored);
+/// The run's reply is being recorded: no more intermediate edits. Returns when the final
+/// edit may be made at the earliest (ms since the epoch: a second after the last change).
+std::int64_t close_preview(thread_state& st, const std::string& run_id);
+/// The final text of a preview whose run was stopped (`/stop`): what it showed, marked.
+std::optional<std::string> stopped_preview_text(const thread_state& st, const std::string& run_id);
+/// The final edit of `run_id` was made (or given up): its preview is over.
+void forget_preview(thread_state& st, const std::string& run_id);
+/// An intermediate edit of `run_id` is in flight (the final edit waits for it).
+bool preview_editing(const thread_state& st, const std::string& run_id);
+/// When the next change of `run_id`'s preview may be made, in ms since the epoch (0: now).
+std::int64_t preview_next_change(const thread_state& st, const std::string& run_id);
 
 // channel_commands.cpp
 

@@ -155,6 +155,44 @@ void stream_journal(caf::actor_system& system, run_journal_actor journal, std::u
   caf::anon_send(journal, follow_atom::value, journal_sink_actor{sink}, after_seq);
 }
 
+struct observer_state {
+  entry_observer on_entry;
+  run_journal_actor journal;
+  bool ended = false;
+};
+using observer_self = homed_typed_actor<observer_state, journal_sink_actor>*;
+
+/// Calls its observer with every entry of a journal; quits after the last one, or when
+/// the journal goes first (the observer then gets an end marker).
+journal_sink_actor::behavior_type entry_observer_actor(observer_self self, observer_state init) {
+  self->state = std::move(init);
+  self->monitor(self->state.journal);
+  self->set_down_handler([self](caf::down_msg& msg) {
+    auto& st = self->state;
+    if (msg.source != st.journal.address() || st.ended) {
+      return;
+    }
+    st.ended = true;
+    journal_entry end;
+    end.last = true;
+    st.on_entry(end);
+    self->quit();
+  });
+  return {
+      [self](entry_atom, const journal_entry& e) {
+        auto& st = self->state;
+        if (st.ended) {
+          return;
+        }
+        st.on_entry(e);
+        if (e.last) {
+          st.ended = true;
+          self->quit();
+        }
+      },
+  };
+}
+
 expected<void> unavailable() {
   return fail(errc::unavailable, "the chat service is not running");
 }
@@ -242,6 +280,22 @@ void chat_service_facade::follow(run_ticket run, std::uint64_t after_seq,
                  std::move(translate),
                  cancel_on_leave ? run.handle->conversation : conversation_actor{}, run.run_id,
                  std::move(stored));
+}
+
+void chat_service_facade::observe(run_ticket run, std::uint64_t after_seq,
+                                  entry_observer on_entry) {
+  auto chat = service();
+  if (!chat || !run.handle || !run.handle->journal) {
+    journal_entry end;
+    end.last = true;
+    on_entry(end);
+    return;
+  }
+  auto journal = run.handle->journal;
+  // On its journal's shard (its conversation's): the journal's entries reach it there.
+  auto observer = spawn_maybe_on(chat->system(), home_shard_of(journal), entry_observer_actor,
+                                 observer_state{std::move(on_entry), journal, false});
+  caf::anon_send(journal, follow_atom::value, journal_sink_actor{observer}, after_seq);
 }
 
 boost::asio::awaitable<expected<bool>> chat_service_facade::cancel(std::string conversation_id,

@@ -11,9 +11,11 @@
 #include "troupe/actors/bridge.hpp"
 #include "troupe/actors/stored_journal.hpp"
 #include "troupe/net/provider_wire.hpp"
+#include "troupe/runtime/channel_config.hpp"
 #include "troupe/runtime/crypto.hpp"
 #include "troupe/runtime/log.hpp"
 #include "troupe/runtime/settings.hpp"
+#include "troupe/storage/channels.hpp"
 #include "troupe/storage/context_summaries.hpp"
 #include "troupe/storage/provider_key.hpp"
 #include "troupe/storage/repositories.hpp"
@@ -59,6 +61,25 @@ std::uint32_t provider_context_window(const std::string& config_json) {
     return static_cast<std::uint32_t>(std::min<std::uint64_t>(v, max_context_window));
   }
   return default_context_window;
+}
+
+/// Whose memory a queued run resumed after a restart uses: when a channel message started
+/// it, its sender's (`channel:<channel>:<sender>`, the user the thread gave its run before
+/// the stop; under `thread` scope not the conversation's owner); else 0, the owner's. The
+/// run's first message decides, as for a turn others joined.
+storage::row_id resumed_memory_user(storage::read_pool& reads, const std::string& run_uuid) {
+  return reads.with([&](storage::connection& c) -> storage::row_id {
+    auto message = storage::find_inbound_by_run(c, run_uuid);
+    if (!message) {
+      return 0;
+    }
+    auto channel = storage::find_channel(c, message->channel_id);
+    if (!channel) {
+      return 0;
+    }
+    auto user = storage::find_user_by_name(c, channel_identity(channel->name, message->sender));
+    return user ? user->id : 0;
+  });
 }
 
 } // namespace
@@ -339,8 +360,8 @@ asio::awaitable<expected<submitted_run>> chat_service::submit(chat_submission su
                                 : conversation.error().message;
       break;
     }
-    turn_request turn{submission.text, out.run_id, out.journal, submission.run_row,
-                      submission.policy};
+    turn_request turn{submission.text,    out.run_id,        out.journal,
+                      submission.run_row, submission.policy, submission.memory_user};
     auto handed =
         ask<bool>(system_, *conversation, hand_over_timeout, send_atom::value, std::move(turn));
     auto accepted = co_await std::move(handed);
@@ -392,6 +413,7 @@ asio::awaitable<std::size_t> chat_service::resume_queued_runs() {
     s.text = t.text;
     s.run_id = t.run.uuid;
     s.run_row = t.run.id;
+    s.memory_user = resumed_memory_user(*options_.reads, t.run.uuid);
     auto submitted = co_await submit(std::move(s));
     if (submitted) {
       ++resumed;

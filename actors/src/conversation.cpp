@@ -169,6 +169,7 @@ void launch(conversation_self self) {
   spec.persist_user_message = false;
   spec.conversation_row = st.spec.conversation_row;
   spec.owner_user = st.spec.owner_user;
+  spec.memory_user = st.current_turn.memory_user;
   spec.agent_row = st.spec.agent_row;
   spec.agent = st.spec.agent;
   spec.provider = st.spec.provider;
@@ -514,6 +515,7 @@ conversation_actor::behavior_type conversation_behavior(conversation_self self,
         turn.run_row = request.run_row;
         turn.recovered = request.run_row != 0;
         turn.policy = request.policy;
+        turn.memory_user = request.memory_user;
         // Answered when the message and its run row are committed.
         auto ack = self->make_response_promise();
         accept(self, std::move(turn), ack);

@@ -41,6 +41,9 @@ struct pending_turn {
   std::size_t messages = 1;
   /// The queue policy it arrived under; unset: the agent's.
   std::optional<queue_policy> policy;
+  /// Whose memory its run uses (turn_request::memory_user); a turn others joined keeps
+  /// its first message's.
+  storage::row_id memory_user = 0;
 };
 
 struct conversation_state {

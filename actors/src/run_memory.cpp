@@ -52,12 +52,12 @@ void on_recalled(run_self self, memory::rendered_block block) {
 void recall_memory(run_self self) {
   auto& st = self->state;
   const auto& spec = st.spec;
-  if (!spec.io.memory || !spec.agent.memory || spec.owner_user == 0 || spec.depth > 0) {
+  if (!spec.io.memory || !spec.agent.memory || spec.memory_owner() == 0 || spec.depth > 0) {
     next_round(self);
     return;
   }
   memory_recall_request request;
-  request.user = spec.owner_user;
+  request.user = spec.memory_owner();
   if (spec.agent_row != 0) {
     request.agent = spec.agent_row;
   }

@@ -152,7 +152,8 @@ void start_call(run_self self, std::size_t index) {
   context.run_id = st.spec.run_id;
   context.call_id = slot.call.id;
   context.workspace_max_bytes = st.spec.io.workspace_max_bytes;
-  context.user_row = st.spec.owner_user;
+  // The memory tools' user: the sender of a shared channel thread, else the owner.
+  context.user_row = st.spec.memory_owner();
   context.agent_row = st.spec.agent_row;
   context.conversation_row = st.spec.conversation_row;
   context.run_row = st.spec.run_row;

@@ -24,6 +24,7 @@ struct channel_view {
   std::string agent_name;
   std::string agent_id;
   std::vector<storage::outbox_record> outbox;
+  storage::inbound_counts journal;
 };
 
 void write_channel(json_writer& w, const channel_view& v) {
@@ -57,6 +58,13 @@ void write_channel(json_writer& w, const channel_view& v) {
   }
   w.key("outbox").begin_object();
   w.key("pending").value(pending).key("sent").value(sent).key("dead").value(dead);
+  w.end_object();
+  // The inbound journal: every message the platform delivered once (duplicates and
+  // refused requests are not in it), by where it stands.
+  w.key("journal").begin_object();
+  w.key("messages").value(v.journal.total);
+  w.key("received").value(v.journal.received).key("processing").value(v.journal.processing);
+  w.key("done").value(v.journal.done).key("dead").value(v.journal.dead);
   w.end_object();
   // Replies that could not be delivered (the newest first).
   w.key("dead_letters").begin_array();
@@ -95,6 +103,11 @@ expected<channel_view> view_of(const state_ptr& state, storage::channel_record r
     return tl::unexpected(outbox.error());
   }
   v.outbox = std::move(*outbox);
+  auto journal = read(state, [&](auto& c) { return storage::count_inbound_by_status(c, row.id); });
+  if (!journal) {
+    return tl::unexpected(journal.error());
+  }
+  v.journal = *journal;
   v.row = std::move(row);
   return v;
 }

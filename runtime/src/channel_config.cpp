@@ -81,6 +81,16 @@ std::string channel_identity(std::string_view channel, std::string_view sender) 
   return fmt::format("channel:{}:{}", channel, sender.empty() ? "default" : sender);
 }
 
+std::string channel_thread_identity(std::string_view channel, std::string_view thread_key) {
+  return fmt::format("channel-thread:{}:{}", channel, thread_key);
+}
+
+std::string channel_owner_identity(session_scope scope, std::string_view channel,
+                                   std::string_view thread_key, std::string_view sender) {
+  return scope == session_scope::thread ? channel_thread_identity(channel, thread_key)
+                                        : channel_identity(channel, sender);
+}
+
 std::string channel_settings::effective_api_base() const {
   if (!api_base.empty()) {
     return api_base;

@@ -298,6 +298,11 @@ const std::vector<setting_spec>& specs() {
         "messages go first (0: only the context window bounds them)",
         [](settings& s) -> std::uint32_t& { return s.actors.history_max_tokens; }, std::uint32_t{0},
         max_context_window));
+    t.push_back(millis_spec(
+        "actors.channel_typing_cap_ms",
+        "the longest a channel thread shows the typing indicator for one stretch of runs",
+        [](settings& s) -> std::chrono::milliseconds& { return s.actors.channel_typing_cap; },
+        1'000, 3'600'000));
     t.push_back(make_spec(
         "storage.synchronous",
         "normal (commits survive a crash) | full (commits survive power loss; slower)",

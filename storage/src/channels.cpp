@@ -45,15 +45,27 @@ channel_thread_record read_thread(const statement& s) {
 
 constexpr std::string_view inbound_columns =
     "id, channel_id, platform_message_id, thread_key, sender, text, reply_to, status, run_uuid, "
-    "received_at";
+    "received_at, IFNULL(delivery_id, '')";
 inbound_record read_inbound(const statement& s) {
-  return {s.int64(0), s.int64(1), s.text(2), s.text(3), s.text(4),
-          s.text(5),  s.text(6),  s.text(7), s.text(8), s.int64(9)};
+  inbound_record r;
+  r.id = s.int64(0);
+  r.channel_id = s.int64(1);
+  r.platform_message_id = s.text(2);
+  r.thread_key = s.text(3);
+  r.sender = s.text(4);
+  r.text = s.text(5);
+  r.reply_to = s.text(6);
+  r.status = s.text(7);
+  r.run_uuid = s.text(8);
+  r.received_at = s.int64(9);
+  r.delivery_id = s.text(10);
+  return r;
 }
 
 constexpr std::string_view outbox_columns =
     "id, channel_id, thread_id, run_uuid, part, text, status, attempts, last_error, "
-    "next_attempt_at, platform_message_id, created_at, updated_at, sent_at";
+    "next_attempt_at, platform_message_id, created_at, updated_at, sent_at, reply_to, preview, "
+    "edit_text, edit_status, edit_attempts, edit_next_at";
 outbox_record read_outbox(const statement& s) {
   outbox_record r;
   r.id = s.int64(0);
@@ -70,6 +82,12 @@ outbox_record read_outbox(const statement& s) {
   r.created_at = s.int64(11);
   r.updated_at = s.int64(12);
   r.sent_at = s.optional_int64(13);
+  r.reply_to = s.text(14);
+  r.preview = s.int64(15) != 0;
+  r.edit_text = s.text(16);
+  r.edit_status = s.text(17);
+  r.edit_attempts = s.int64(18);
+  r.edit_next_at = s.int64(19);
   return r;
 }
 
@@ -253,12 +271,36 @@ list_channel_threads(connection& c, row_id channel_id, std::int64_t limit, std::
 // --- the inbound journal ---
 
 expected<journal_result> journal_inbound(connection& c, inbound_record r) {
+  const auto received_at = stamp(r.received_at);
+  if (!r.delivery_id.empty()) {
+    // The second key: a delivery seen lately is a duplicate; an old one gives its id up
+    // (Telegram's update ids start again after a week without updates).
+    auto seen = c.query_int("SELECT id FROM inbound_journal WHERE channel_id = ? AND "
+                            "delivery_id = ? AND received_at >= ?",
+                            r.channel_id, r.delivery_id, received_at - delivery_key_lifetime_ms);
+    if (seen) {
+      return journal_result{*seen, true};
+    }
+    if (seen.error().code != errc::not_found) {
+      return tl::unexpected(seen.error());
+    }
+    if (auto ok = c.run("UPDATE inbound_journal SET delivery_id = NULL WHERE channel_id = ? AND "
+                        "delivery_id = ?",
+                        r.channel_id, r.delivery_id);
+        !ok) {
+      return tl::unexpected(ok.error());
+    }
+  }
+  std::optional<std::string> delivery;
+  if (!r.delivery_id.empty()) {
+    delivery = r.delivery_id;
+  }
   auto inserted = c.query_int(
       "INSERT INTO inbound_journal (channel_id, platform_message_id, thread_key, sender, text, "
-      "reply_to, status, run_uuid, received_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+      "reply_to, status, run_uuid, received_at, delivery_id) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
       "ON CONFLICT (channel_id, platform_message_id) DO NOTHING RETURNING id",
       r.channel_id, r.platform_message_id, r.thread_key, r.sender, r.text, r.reply_to, r.status,
-      r.run_uuid, stamp(r.received_at));
+      r.run_uuid, received_at, delivery);
   if (inserted) {
     return journal_result{*inserted, false};
   }
@@ -287,6 +329,12 @@ expected<inbound_record> find_inbound(connection& c, row_id id) {
   return query_one<inbound_record>(c, "inbound message", sql, read_inbound, id);
 }
 
+expected<inbound_record> find_inbound_by_run(connection& c, std::string_view run_uuid) {
+  static const auto sql =
+      select(inbound_columns, "inbound_journal", "WHERE run_uuid = ? ORDER BY id LIMIT 1");
+  return query_one<inbound_record>(c, "inbound message", sql, read_inbound, run_uuid);
+}
+
 expected<std::vector<inbound_record>> list_inbound(connection& c, row_id channel_id,
                                                    std::string_view status) {
   static const auto sql = select(inbound_columns, "inbound_journal",
@@ -298,15 +346,46 @@ expected<std::int64_t> count_inbound(connection& c, row_id channel_id) {
   return c.query_int("SELECT COUNT(*) FROM inbound_journal WHERE channel_id = ?", channel_id);
 }
 
+expected<inbound_counts> count_inbound_by_status(connection& c, row_id channel_id) {
+  auto st = c.prepare(
+      "SELECT status, COUNT(*) FROM inbound_journal WHERE channel_id = ? GROUP BY status");
+  if (!st) {
+    return tl::unexpected(st.error());
+  }
+  if (auto bound = st->bind_all(channel_id); !bound) {
+    return tl::unexpected(bound.error());
+  }
+  inbound_counts out;
+  while (true) {
+    auto row = st->step();
+    if (!row) {
+      return tl::unexpected(row.error());
+    }
+    if (!*row) {
+      break;
+    }
+    const auto status = st->text(0);
+    const auto n = st->int64(1);
+    (status == "received"     ? out.received
+     : status == "processing" ? out.processing
+     : status == "done"       ? out.done
+                              : out.dead) += n;
+    out.total += n;
+  }
+  return out;
+}
+
 // --- the outbox ---
 
 expected<row_id> enqueue_outbox(connection& c, outbox_record r) {
   const auto t = stamp(r.created_at);
-  auto inserted = c.query_int(
-      "INSERT INTO outbox (channel_id, thread_id, run_uuid, part, text, status, "
-      "next_attempt_at, created_at, updated_at) VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?) "
-      "ON CONFLICT (run_uuid, part) DO NOTHING RETURNING id",
-      r.channel_id, r.thread_id, r.run_uuid, r.part, r.text, r.next_attempt_at, t, t);
+  auto inserted =
+      c.query_int("INSERT INTO outbox (channel_id, thread_id, run_uuid, part, text, status, "
+                  "next_attempt_at, created_at, updated_at, reply_to, preview) "
+                  "VALUES (?, ?, ?, ?, ?, 'pending', ?, ?, ?, ?, ?) "
+                  "ON CONFLICT (run_uuid, part) DO NOTHING RETURNING id",
+                  r.channel_id, r.thread_id, r.run_uuid, r.part, r.text, r.next_attempt_at, t, t,
+                  r.reply_to, r.preview);
   if (inserted || inserted.error().code != errc::not_found) {
     return inserted;
   }
@@ -326,12 +405,83 @@ expected<void> claim_outbox(connection& c, row_id id) {
   return {};
 }
 
-expected<void> mark_outbox_sent(connection& c, row_id id, std::string_view platform_message_id) {
+expected<reply_part_recorded> enqueue_reply_part(connection& c, const outbox_record& r) {
+  auto existing = find_outbox_part(c, r.run_uuid, r.part);
+  if (!existing) {
+    if (existing.error().code != errc::not_found) {
+      return tl::unexpected(existing.error());
+    }
+    auto id = enqueue_outbox(c, r);
+    if (!id) {
+      return tl::unexpected(id.error());
+    }
+    return reply_part_recorded::queued;
+  }
+  if (!existing->preview || !existing->edit_status.empty()) {
+    // An ordinary part, or a preview that took its final text already: recorded once.
+    return reply_part_recorded::existed;
+  }
+  const auto t = now_millis();
+  if (existing->status == "pending" || existing->status == "dead") {
+    // Never shown: it goes out with the final text, as any part.
+    if (auto ok = c.run("UPDATE outbox SET text = ?, preview = 0, status = 'pending', "
+                        "attempts = CASE WHEN status = 'dead' THEN 0 ELSE attempts END, "
+                        "next_attempt_at = 0, updated_at = ? WHERE id = ?",
+                        r.text, t, existing->id);
+        !ok) {
+      return tl::unexpected(ok.error());
+    }
+    return reply_part_recorded::preview_replaced;
+  }
+  if (auto ok = c.run("UPDATE outbox SET edit_text = ?, edit_status = 'pending', "
+                      "edit_attempts = 0, edit_next_at = ?, updated_at = ? WHERE id = ?",
+                      r.text, r.edit_next_at, t, existing->id);
+      !ok) {
+    return tl::unexpected(ok.error());
+  }
+  return reply_part_recorded::edit_owed;
+}
+
+expected<void> mark_outbox_sent(connection& c, row_id id, std::string_view platform_message_id,
+                                std::string_view sent_text) {
   const auto t = now_millis();
   return change_one(c, "outbox entry", id,
-                    "UPDATE outbox SET status = 'sent', platform_message_id = ?, sent_at = ?, "
-                    "updated_at = ?, last_error = '' WHERE id = ?",
-                    platform_message_id, t, t, id);
+                    "UPDATE outbox SET status = 'sent', platform_message_id = ?1, sent_at = ?2, "
+                    "updated_at = ?2, last_error = '', "
+                    "text = CASE WHEN ?3 != '' THEN ?3 ELSE text END, "
+                    "edit_status = CASE WHEN edit_status = 'pending' AND edit_text = ?3 "
+                    "THEN 'done' ELSE edit_status END WHERE id = ?4",
+                    platform_message_id, t, sent_text, id);
+}
+
+expected<void> mark_outbox_edited(connection& c, row_id id) {
+  return change_one(c, "outbox entry", id,
+                    "UPDATE outbox SET edit_status = 'done', text = edit_text, last_error = '', "
+                    "updated_at = ? WHERE id = ?",
+                    now_millis(), id);
+}
+
+expected<void> record_outbox_edit_failure(connection& c, row_id id, std::string_view why,
+                                          std::int64_t retry_at, std::int64_t max_attempts,
+                                          bool permanent) {
+  return change_one(
+      c, "outbox entry", id,
+      "UPDATE outbox SET edit_attempts = edit_attempts + 1, last_error = ?1, updated_at = ?2, "
+      "edit_next_at = ?3, "
+      "status = CASE WHEN ?5 OR edit_attempts + 1 >= ?4 THEN 'pending' ELSE status END, "
+      "text = CASE WHEN ?5 OR edit_attempts + 1 >= ?4 THEN edit_text ELSE text END, "
+      "preview = CASE WHEN ?5 OR edit_attempts + 1 >= ?4 THEN 0 ELSE preview END, "
+      "attempts = CASE WHEN ?5 OR edit_attempts + 1 >= ?4 THEN 0 ELSE attempts END, "
+      "next_attempt_at = CASE WHEN ?5 OR edit_attempts + 1 >= ?4 THEN 0 ELSE next_attempt_at END, "
+      "edit_status = CASE WHEN ?5 OR edit_attempts + 1 >= ?4 THEN 'dead' ELSE edit_status END "
+      "WHERE id = ?6",
+      why, now_millis(), retry_at, max_attempts, permanent, id);
+}
+
+expected<std::vector<outbox_record>> list_outbox_edits(connection& c) {
+  static const auto sql = select(outbox_columns, "outbox",
+                                 "WHERE edit_status = 'pending' AND status = 'sent' ORDER BY id");
+  return query_all<outbox_record>(c, sql, read_outbox);
 }
 
 expected<void> record_outbox_failure(connection& c, row_id id, std::string_view error_text,

@@ -556,6 +556,45 @@ expected<void> apply_schema_v10(connection& c) {
 // path (message_index.hpp); the INSERT trigger goes, and the update and delete triggers
 // only touch messages the index holds.
 
+// Version 12: channels, continued (issue 17). The journal's second dedupe key (`delivery_id`:
+// Telegram's update_id, Slack's event_id), unique per channel beside the platform message id, and
+// an index on its run (a queued run resumed after a restart finds its sender). The outbox: where a
+// part goes (`reply_to`, for a sender's conversation that spans threads), whether it is a streamed
+// preview (`preview`: part 0 posted early and edited as tokens arrive), and the final edit it owes
+// (`edit_text`, `edit_status` '' | pending | done | dead, with its attempts and next time), so that
+// recording a run's final answer never drops its part 0 when a preview holds that key. Columns are
+// added only when missing (as for version 5).
+expected<void> apply_schema_v12(connection& c) {
+  const std::pair<std::string_view, std::string_view> columns[] = {
+      {"inbound_journal", "delivery_id TEXT"},
+      {"outbox", "reply_to TEXT NOT NULL DEFAULT ''"},
+      {"outbox", "preview INTEGER NOT NULL DEFAULT 0"},
+      {"outbox", "edit_text TEXT NOT NULL DEFAULT ''"},
+      {"outbox", "edit_status TEXT NOT NULL DEFAULT ''"},
+      {"outbox", "edit_attempts INTEGER NOT NULL DEFAULT 0"},
+      {"outbox", "edit_next_at INTEGER NOT NULL DEFAULT 0"},
+  };
+  for (const auto& [table, column] : columns) {
+    const auto name = column.substr(0, column.find(' '));
+    auto has = c.query_int(
+        fmt::format("SELECT COUNT(*) FROM pragma_table_info('{}') WHERE name = '{}'", table, name));
+    if (!has) {
+      return tl::unexpected(has.error());
+    }
+    if (*has == 0) {
+      if (auto added = c.exec(fmt::format("ALTER TABLE {} ADD COLUMN {}", table, column)); !added) {
+        return added;
+      }
+    }
+  }
+  return c.exec(R"sql(
+CREATE UNIQUE INDEX IF NOT EXISTS inbound_journal_delivery
+  ON inbound_journal(channel_id, delivery_id) WHERE delivery_id IS NOT NULL;
+CREATE INDEX IF NOT EXISTS outbox_edits ON outbox(edit_status) WHERE edit_status = 'pending';
+CREATE INDEX IF NOT EXISTS inbound_journal_run ON inbound_journal(run_uuid);
+)sql");
+}
+
 struct migration {
   int version;
   std::string_view description;
@@ -585,6 +624,8 @@ const std::vector<migration>& migrations() {
        [](connection& c) { return apply_schema_v10(c); }},
       {11, "messages indexed in batches by the store writer",
        [](connection& c) { return keep_message_index(c); }},
+      {12, "channel delivery ids, reply targets and streamed previews",
+       [](connection& c) { return apply_schema_v12(c); }},
   };
   return list;
 }

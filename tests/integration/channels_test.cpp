@@ -80,12 +80,12 @@ TEST_CASE("a webhook message is answered once at the callback URL, signed",
   CHECK(reply.header("X-Troupe-Signature") == signature);
   CHECK(reply.header("X-Troupe-Idempotency-Key") == json_field(reply.body, "run_id") + ":0");
 
-  // The thread is bound to a conversation owned by the sender's channel identity.
+  // The thread is bound to a conversation owned by the thread's identity (thread scope).
   const auto threads =
       node.server.call("GET", "/api/v1/channels/hooks/threads", node.server.admin());
   CHECK(status_of(threads) == 200);
   CHECK(json_field(body_of(threads), "thread_key") == "t-1");
-  CHECK(json_field(body_of(threads), "owner") == "channel:hooks:alice");
+  CHECK(json_field(body_of(threads), "owner") == "channel-thread:hooks:t-1");
   CHECK_FALSE(json_field(body_of(threads), "conversation_id").empty());
   // The channel's view: one part sent, its token never shown.
   const auto view = node.channel();
@@ -118,10 +118,17 @@ TEST_CASE("a webhook with a bad token is 401 and journals nothing", "[integratio
                                      R"({"sender":"a","message_id":"m-1","text":"hello"})",
                                      "Content-Type: application/json\r\n");
   CHECK(status_of(missing) == 401);
-  // Nothing was journaled: the same message id with the right token is new, and answered.
+  // Nothing was journaled: no message in the journal, no thread, no model call...
+  CHECK(json_field(node.channel(), "messages") == "0");
+  CHECK(json_field(
+            body_of(node.server.call("GET", "/api/v1/channels/hooks/threads", node.server.admin())),
+            "total") == "0");
+  CHECK(node.mock.stats().completion_requests == 0);
+  // ...so the same message id with the right token is new, and answered.
   CHECK(status_of(node.deliver("m-1", "hello")) == 200);
   REQUIRE(wait_until([&] { return node.receiver.accepted() == 1; }, 30s));
   CHECK(node.mock.stats().completion_requests == 1);
+  CHECK(json_field(node.channel(), "messages") == "1");
   // An unknown channel is 404; a malformed body 400.
   CHECK(status_of(http_exchange(node.server.port(), "POST", "/api/v1/webhooks/channels/nope", "{}",
                                 "X-Webhook-Token: x\r\n")) == 404);
@@ -164,9 +171,8 @@ TEST_CASE("after a restart a journaled message delivered again is not answered t
   channel_node node;
   CHECK(status_of(node.deliver("m-1", "hello")) == 200);
   REQUIRE(wait_until([&] { return node.receiver.accepted() == 1; }, 30s));
-  // Recorded sent before the stop: a part still in flight at a stop is sent again after
-  // the restart (docs/channels.md), which is not what this case is about.
-  REQUIRE(wait_until([&] { return json_field(node.channel(), "sent") == "1"; }, 30s));
+  // Stopped at once: the reply may still be on its way back (the receiver counts it
+  // before it answers); the stop records it, so it is not sent again.
   node.server.restart(SIGTERM);
   REQUIRE(node.server.port() != 0);
   CHECK(status_of(node.deliver("m-1", "hello")) == 200);
@@ -283,6 +289,7 @@ TEST_CASE(
   for (const auto& reply : receiver.requests()) {
     const auto text = json_field(reply.body, "text");
     std::smatch m;
+    INFO("reply text: " << text);
     REQUIRE(std::regex_search(text, m, echoed));
     CHECK(json_field(reply.body, "thread") == "t" + m[1].str());
     answered["t" + m[1].str()].push_back(std::stoi(m[2].str()));
@@ -332,4 +339,28 @@ TEST_CASE("a troupe killed mid-run answers the message exactly once after its re
   };
   CHECK(wait_until([&] { return json_field(channel_view(), "sent") == "2"; }, 30s));
   CHECK(json_field(channel_view(), "dead") == "0");
+}
+
+TEST_CASE("a SIGTERM while a reply is being sent waits for the send, records it sent, and it is "
+          "never sent again",
+          "[integration][channels]") {
+  channel_node node;
+  // The receiver takes 7 s to answer: longer than a stop used to give a thread (5 s),
+  // shorter than a send's deadline (15 s).
+  node.receiver.script({{200, "", R"({"ok":true})", 7s}});
+  CHECK(status_of(node.deliver("m-1", "hello")) == 200);
+  REQUIRE(wait_until([&] { return node.receiver.count() == 1; }, 30s));
+  const auto stopping = std::chrono::steady_clock::now();
+  node.server.restart(SIGTERM);
+  // The stop waited for the answer.
+  CHECK(std::chrono::steady_clock::now() - stopping >= 6s);
+  REQUIRE(node.server.port() != 0);
+  CHECK(json_field(node.channel(), "sent") == "1");
+  CHECK(json_field(node.channel(), "pending") == "0");
+  CHECK(status_of(node.deliver("m-2", "second")) == 200);
+  REQUIRE(wait_until([&] { return node.receiver.accepted() >= 2; }, 30s));
+  const auto requests = node.receiver.requests();
+  REQUIRE(requests.size() == 2);
+  CHECK(json_field(requests[0].body, "text") == "Hi there");
+  CHECK(json_field(requests[1].body, "text") == "Second answer");
 }

@@ -122,7 +122,7 @@ TEST_CASE("slack: a message is answered once in its thread with the bot token",
   const auto threads =
       body_of(node.server.call("GET", "/api/v1/channels/team/threads", node.server.admin()));
   CHECK(json_field(threads, "thread_key") == "C0TEST:1700000000.000100");
-  CHECK(json_field(threads, "owner") == "channel:team:U0USER");
+  CHECK(json_field(threads, "owner") == "channel-thread:team:C0TEST:1700000000.000100");
   // A reply in the thread joins the thread's conversation and is answered there.
   auto in_thread = slack_node::message("Ev2", "second", "1700000001.000200");
   in_thread.thread_ts = "1700000000.000100";
@@ -178,7 +178,13 @@ TEST_CASE("slack: a bad or stale signature is 401 and journals nothing",
   CHECK(status_of(http_exchange(node.server.port(), "POST", "/api/v1/webhooks/channels/team",
                                 slack_event_sender::event_body(m),
                                 "Content-Type: application/json\r\n")) == 401);
-  // Nothing was journaled: the same event, signed, is new and answered.
+  // Nothing was journaled: no message in the journal, no thread, no model call...
+  CHECK(json_field(node.channel(), "messages") == "0");
+  CHECK(json_field(
+            body_of(node.server.call("GET", "/api/v1/channels/team/threads", node.server.admin())),
+            "total") == "0");
+  CHECK(node.mock.stats().completion_requests == 0);
+  // ...so the same event, signed, is new and answered.
   CHECK(node.deliver(m) == 200);
   REQUIRE(node.fake.wait_for_posts(1, 30s));
   CHECK(node.mock.stats().completion_requests == 1);
@@ -291,4 +297,85 @@ TEST_CASE("slack: a troupe killed mid-run answers the event exactly once after i
   CHECK_THAT(posts[0].text, Catch::Contains("interrupted by a restart"));
   CHECK(posts[1].text == "Hi there");
   CHECK(mock.stats().completion_requests == 2);
+}
+
+TEST_CASE("slack: a slash command in a message is answered without the model, in its thread",
+          "[integration][channels][slack][commands]") {
+  slack_node node;
+  CHECK(node.deliver(slack_node::message("Ev1", "/help", "1700000000.000100")) == 200);
+  REQUIRE(node.fake.wait_for_posts(1, 30s));
+  CHECK_THAT(node.fake.posts()[0].text, Catch::StartsWith("Commands:"));
+  CHECK(node.fake.posts()[0].thread_ts == "1700000000.000100");
+  CHECK(node.mock.stats().completion_requests == 0);
+}
+
+TEST_CASE("slack: slash commands sent form-encoded (/new, /continue) are acknowledged at once "
+          "with an empty body and answered in the channel",
+          "[integration][channels][slack][commands]") {
+  mock_llm_fixture mock{scripted_mock()};
+  fake_slack fake;
+  // `sender` scope: a command (which has no thread) acts on the sender's conversation,
+  // the one their messages use.
+  api_server server("rate_per_second = 1000\nrate_burst = 1000\n",
+                    config(mock, with_secrets(fake)) + "session_scope = \"sender\"\n");
+  REQUIRE(fake.wait_for_calls("auth.test", 1, 30s));
+  slack_event_sender events(signing_secret, "http://127.0.0.1:" + std::to_string(server.port()) +
+                                                "/api/v1/webhooks/channels/team");
+  const auto command = [&](const std::string& word, const std::string& text,
+                           const std::string& trigger) {
+    slack_event_sender::slash_command c;
+    c.command = word;
+    c.text = text;
+    c.trigger_id = trigger;
+    const auto start = std::chrono::steady_clock::now();
+    auto answer = events.send(c);
+    REQUIRE(answer);
+    CHECK(std::chrono::steady_clock::now() - start < 1s);
+    CHECK(answer->status == 200);
+    CHECK(answer->body.empty());
+  };
+  auto answer = events.send(
+      slack_event_sender::event_body(slack_node::message("Ev1", "hello", "1700000000.000100")));
+  REQUIRE(answer);
+  REQUIRE(fake.wait_for_posts(1, 30s));
+  command("/new", "", "trigger.1");
+  REQUIRE(fake.wait_for_posts(2, 30s));
+  auto posts = fake.posts();
+  CHECK(posts[1].text ==
+        "Started a new conversation. The previous one is archived: /continue lists it.");
+  CHECK(posts[1].channel == "C0TEST");
+  CHECK(posts[1].thread_ts.empty()); // at the channel's top level
+  // The same invocation again (its trigger id) is a duplicate: not answered twice.
+  command("/new", "", "trigger.1");
+  command("/continue", "", "trigger.2");
+  REQUIRE(fake.wait_for_posts(3, 30s));
+  posts = fake.posts();
+  CHECK_THAT(posts[2].text, Catch::StartsWith("1. hello \xE2\x80\x94 "));
+  command("/continue", "1", "trigger.3");
+  REQUIRE(fake.wait_for_posts(4, 30s));
+  CHECK(fake.posts()[3].text ==
+        "Resumed \xE2\x80\x9Chello\xE2\x80\x9D. Carry on where you left off.");
+  command("/continue", "7", "trigger.4");
+  REQUIRE(fake.wait_for_posts(5, 30s));
+  // The resumed one is current now, and the empty one it replaced was not archived.
+  CHECK(fake.posts()[4].text == "There is no archive 7: there are no archived conversations yet.");
+  // The resumed conversation takes the sender's next message.
+  answer = events.send(
+      slack_event_sender::event_body(slack_node::message("Ev2", "second", "1700000005.000100")));
+  REQUIRE(answer);
+  REQUIRE(fake.wait_for_posts(6, 30s));
+  CHECK(fake.posts()[5].text == "Second answer");
+  CHECK(fake.posts().size() == 6);
+  CHECK(mock.stats().completion_requests == 2);
+  // A forged command is refused and journals nothing.
+  slack_event_sender::delivery forged;
+  forged.wrong_secret = "not-the-secret";
+  slack_event_sender::slash_command c;
+  c.command = "/new";
+  c.trigger_id = "trigger.5";
+  auto refused = events.send(c, forged);
+  REQUIRE(refused);
+  CHECK(refused->status == 401);
+  CHECK(json_field(body_of(server.call("GET", "/api/v1/channels/team", server.admin())),
+                   "messages") == "6");
 }

@@ -116,11 +116,11 @@ TEST_CASE("telegram poll: a message is answered once in its chat, as HTML",
   CHECK(sent[0].parse_mode == "HTML");
   // The batch was confirmed (offset = its update_id + 1) once journaled.
   REQUIRE(wait_until([&] { return node.fake.confirmed_through() >= id; }, 30s));
-  // The thread is the chat, owned by the sender's channel identity.
+  // The thread is the chat, owned by the thread's identity (thread scope).
   const auto threads =
       body_of(node.server.call("GET", "/api/v1/channels/tg/threads", node.server.admin()));
   CHECK(json_field(threads, "thread_key") == "1001");
-  CHECK(json_field(threads, "owner") == "channel:tg:1001");
+  CHECK(json_field(threads, "owner") == "channel-thread:tg:1001");
   // Marked sent once the platform's answer is recorded (just after the fake has it).
   REQUIRE(wait_until([&] { return json_field(node.channel(), "sent") == "1"; }, 30s));
   CHECK(node.channel().find(node.fake.token()) == std::string::npos);
@@ -267,6 +267,13 @@ TEST_CASE("telegram webhook: setWebhook with a secret, updates verified, redeliv
   CHECK(status_of(http_exchange(node.server.port(), "POST", "/api/v1/webhooks/channels/tgw", body,
                                 "Content-Type: application/json\r\n"
                                 "X-Telegram-Bot-Api-Secret-Token: wrong\r\n")) == 401);
+  // Nothing was journaled: no message in the journal, no thread, no model call.
+  CHECK(json_field(body_of(node.server.call("GET", "/api/v1/channels/tgw", node.server.admin())),
+                   "messages") == "0");
+  CHECK(json_field(
+            body_of(node.server.call("GET", "/api/v1/channels/tgw/threads", node.server.admin())),
+            "total") == "0");
+  CHECK(node.mock.stats().completion_requests == 0);
   for (int i = 0; i < 3; ++i) {
     auto delivered = node.fake.deliver_webhook(id);
     REQUIRE(delivered);
@@ -363,4 +370,60 @@ TEST_CASE("telegram poll: a channel created over the API polls at once, and a ch
   CHECK(fake.sent()[1].text == "Second answer");
   CHECK(mock.stats().completion_requests == 2);
   CHECK(fake.sent().size() == 2);
+}
+
+TEST_CASE("telegram: typing stops at its cap (actors.channel_typing_cap_ms) while the run goes on",
+          "[integration][channels][telegram]") {
+  auto options = scripted_mock();
+  auto slower = troupe::mock::parse_mock_script(
+      R"([{"match": {"user": "slower"}, "ttft_ms": 10000, "reply": {"text": "Slower answer"}}])");
+  REQUIRE(slower);
+  options.rules.insert(options.rules.begin(), slower->begin(), slower->end());
+  mock_llm_fixture mock(std::move(options));
+  fake_telegram fake;
+  // A 5 s cap: typing at the start and 4 s later, then no more, though the run takes 10 s
+  // (the default 2 minutes would show it a third time at 8 s).
+  api_server server("rate_per_second = 1000\nrate_burst = 1000\n",
+                    "[actors]\nchannel_typing_cap_ms = 5000\n" + base_config(mock) +
+                        poll_channel(fake));
+  telegram_incoming m;
+  m.text = "slower";
+  fake.push_message(m);
+  // The fake records a call once it answered it.
+  REQUIRE(fake.wait_for_calls("sendMessage", 1, 60s));
+  CHECK(fake.sent()[0].text == "Slower answer");
+  const auto typing = fake.calls("sendChatAction");
+  REQUIRE(typing.size() == 2);
+  CHECK(typing[1].at - typing[0].at >= 3900ms);
+  const auto reply_at = fake.calls("sendMessage").back().at;
+  CHECK(reply_at - typing[0].at >= 9s);
+}
+
+TEST_CASE("telegram: slash commands are answered without the model, in the chat",
+          "[integration][channels][telegram][commands]") {
+  poll_node node;
+  node.say("/help");
+  REQUIRE(node.fake.wait_for_sent(1, 30s));
+  CHECK_THAT(node.fake.sent()[0].text, Catch::StartsWith("Commands:"));
+  CHECK(node.mock.stats().completion_requests == 0);
+  node.say("hello");
+  REQUIRE(node.fake.wait_for_sent(2, 30s));
+  // Addressed to this bot (getMe's username) it is ours; to another bot, it is not.
+  node.say("/new@fake_bot");
+  REQUIRE(node.fake.wait_for_sent(3, 30s));
+  CHECK_THAT(node.fake.sent()[2].text, Catch::StartsWith("Started a new conversation."));
+  node.say("/continue");
+  REQUIRE(node.fake.wait_for_sent(4, 30s));
+  CHECK_THAT(node.fake.sent()[3].text, Catch::Contains("hello \xE2\x80\x94 "));
+  node.say("/continue 1");
+  REQUIRE(node.fake.wait_for_sent(5, 30s));
+  CHECK(node.fake.sent()[4].text ==
+        "Resumed \xE2\x80\x9Chello\xE2\x80\x9D. Carry on where you left off.");
+  node.say("/status");
+  REQUIRE(node.fake.wait_for_sent(6, 30s));
+  CHECK_THAT(node.fake.sent()[5].text, Catch::Contains("Active run: none"));
+  CHECK(node.mock.stats().completion_requests == 1);
+  for (const auto& s : node.fake.sent()) {
+    CHECK(s.chat_id == 1001);
+  }
 }

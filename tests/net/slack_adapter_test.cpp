@@ -112,6 +112,8 @@ TEST_CASE("the slack adapter decodes messages, mentions and the challenge",
   CHECK(m.sender == "U0USER");
   CHECK(m.text == "hi");
   CHECK(m.reply_to == "C0TEST:10.000100");
+  // The event id is the second dedupe key.
+  CHECK(m.delivery_id == "event:Ev1");
 
   auto reply = event("Ev2", "more", "11.000200");
   reply.thread_ts = "10.000100";
@@ -167,7 +169,51 @@ TEST_CASE("slack reply_to holds the channel and the thread", "[net][channels][sl
   CHECK_FALSE(parse_slack_reply_to(""));
   CHECK_FALSE(parse_slack_reply_to("C1"));
   CHECK_FALSE(parse_slack_reply_to(":1.0"));
-  CHECK_FALSE(parse_slack_reply_to("C1:"));
+  // No thread: the channel's top level (a slash command's answer).
+  const auto top = parse_slack_reply_to("C1:");
+  REQUIRE(top);
+  CHECK(top->channel == "C1");
+  CHECK(top->thread_ts.empty());
+}
+
+TEST_CASE("the slack adapter takes a slash command, form-encoded and signed, as a message of its "
+          "channel",
+          "[net][channels][slack]") {
+  const auto adapter = std::make_shared<slack_adapter>(options_for());
+  slack_event_sender::slash_command command;
+  command.command = "/continue";
+  command.text = "2 please";
+  command.trigger_id = "13345224609.738474920.8088930838d88f008e0";
+  const auto body = slack_event_sender::slash_command_body(command);
+  auto request = signed_request(body, now_seconds());
+  request.headers.push_back({"Content-Type", "application/x-www-form-urlencoded"});
+  // Verified like an event: the signature covers the form body.
+  CHECK(adapter->verify(request));
+  auto decoded = adapter->decode(request);
+  REQUIRE(decoded);
+  REQUIRE(decoded->messages.size() == 1);
+  const auto& m = decoded->messages[0];
+  CHECK(m.message_id == "command:13345224609.738474920.8088930838d88f008e0");
+  CHECK(m.delivery_id.empty());
+  CHECK(m.thread == "C0TEST");
+  CHECK(m.sender == "U0USER");
+  CHECK(m.text == "/continue 2 please");
+  CHECK(m.reply_to == "C0TEST:");
+  // Acknowledged with an empty body: Slack would show a body as the command's answer.
+  CHECK(decoded->empty_response);
+  // Without a Content-Type, a body that is not a JSON object is read as a form too.
+  auto bare = signed_request(body, now_seconds());
+  auto again = adapter->decode(bare);
+  REQUIRE(again);
+  CHECK(again->messages.size() == 1);
+  // A form without what a command needs is refused (400).
+  for (const auto* broken : {"command=%2Fnew&channel_id=C1&user_id=U1",
+                             "command=new&channel_id=C1&user_id=U1&trigger_id=t",
+                             "text=hi&channel_id=C1&user_id=U1&trigger_id=t"}) {
+    auto refused = adapter->decode(signed_request(broken, now_seconds()));
+    REQUIRE_FALSE(refused);
+    CHECK(refused.error().code == errc::invalid_argument);
+  }
 }
 
 TEST_CASE("the slack adapter posts mrkdwn in the thread and classifies the Web API's answers",

@@ -94,8 +94,9 @@ TEST_CASE("the telegram adapter decodes text messages from people only",
   REQUIRE(decoded);
   REQUIRE(decoded->messages.size() == 1);
   const auto& m = decoded->messages[0];
-  CHECK(m.message_id == "-1007:5"); // chat + message id: the journal's key
-  CHECK(m.thread == "-1007:3");     // chat + topic
+  CHECK(m.message_id == "-1007:5");    // chat + message id: the journal's key
+  CHECK(m.delivery_id == "update:10"); // and the update id, its second key
+  CHECK(m.thread == "-1007:3");        // chat + topic
   CHECK(m.sender == "42");
   CHECK(m.text == "hi");
   CHECK(m.reply_to == "-1007:3");

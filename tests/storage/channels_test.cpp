@@ -158,6 +158,33 @@ TEST_CASE("a redelivered platform message is a duplicate, also after the file is
   CHECK(must(list_inbound(db, channel, "processing")).empty());
 }
 
+TEST_CASE("a journaled channel message is found by its run, the first of a run several joined",
+          "[storage][channels]") {
+  temp_dir dir;
+  auto db = must(open_writer(dir.db(), sync_mode::normal));
+  agent_record a;
+  a.uuid = "agent-1";
+  a.name = "helper";
+  a.main_model = "m";
+  const auto channel = must(insert_channel(db, webhook_channel(must(insert_agent(db, a)))));
+  auto first = message(channel, "m-1");
+  first.run_uuid = "run-1";
+  auto joined = message(channel, "m-2");
+  joined.sender = "bob";
+  joined.run_uuid = "run-2";
+  const auto first_id = must(journal_inbound(db, first)).id;
+  const auto joined_id = must(journal_inbound(db, joined)).id;
+  CHECK(must(find_inbound_by_run(db, "run-2")).id == joined_id);
+  // Bob's message joined alice's run (collect): the run's first message is alice's.
+  must(set_inbound_status(db, joined_id, "processing", "run-1"));
+  const auto found = must(find_inbound_by_run(db, "run-1"));
+  CHECK(found.id == first_id);
+  CHECK(found.sender == "alice");
+  const auto none = find_inbound_by_run(db, "run-2");
+  REQUIRE_FALSE(none);
+  CHECK(none.error().code == errc::not_found);
+}
+
 TEST_CASE("the outbox records a (run, part) once, claims it before sending, retries and "
           "dead-letters",
           "[storage][channels]") {
@@ -215,6 +242,156 @@ TEST_CASE("the outbox records a (run, part) once, claims it before sending, retr
   const auto third = must(enqueue_outbox(f.db, o));
   must(mark_outbox_dead(f.db, third, "400 bad request"));
   CHECK(must(find_outbox(f.db, third)).status == "dead");
+}
+
+TEST_CASE("a delivery id is a second dedupe key, given up by a row older than its lifetime",
+          "[storage][channels]") {
+  fresh_db f;
+  const auto agent = f.add_agent();
+  const auto channel = must(insert_channel(f.db, webhook_channel(agent)));
+  auto first = message(channel, "1001:5");
+  first.delivery_id = "update:70";
+  const auto a = must(journal_inbound(f.db, first));
+  CHECK_FALSE(a.duplicate);
+  CHECK(must(find_inbound(f.db, a.id)).delivery_id == "update:70");
+  // The same update with another message key (not how Telegram numbers them, but a
+  // platform's delivery id must hold on its own): a duplicate.
+  auto same_update = message(channel, "1001:6");
+  same_update.delivery_id = "update:70";
+  const auto b = must(journal_inbound(f.db, same_update));
+  CHECK(b.duplicate);
+  CHECK(b.id == a.id);
+  // The same message under a new update id (after Telegram's renumbering): a duplicate.
+  auto same_message = message(channel, "1001:5");
+  same_message.delivery_id = "update:9000";
+  CHECK(must(journal_inbound(f.db, same_message)).duplicate);
+  // Another channel has its own keys.
+  const auto other = must(insert_channel(f.db, webhook_channel(agent, "other")));
+  auto elsewhere = message(other, "1001:5");
+  elsewhere.delivery_id = "update:70";
+  CHECK_FALSE(must(journal_inbound(f.db, elsewhere)).duplicate);
+  // Rows without a delivery id never collide on it.
+  CHECK_FALSE(must(journal_inbound(f.db, message(channel, "m-a"))).duplicate);
+  CHECK_FALSE(must(journal_inbound(f.db, message(channel, "m-b"))).duplicate);
+  // A week later, update ids start again: an old row gives its delivery id up.
+  auto later = message(channel, "1001:77");
+  later.delivery_id = "update:70";
+  later.received_at = must(find_inbound(f.db, a.id)).received_at + delivery_key_lifetime_ms + 1;
+  const auto c = must(journal_inbound(f.db, later));
+  CHECK_FALSE(c.duplicate);
+  CHECK(must(find_inbound(f.db, a.id)).delivery_id.empty());
+  CHECK(must(find_inbound(f.db, c.id)).delivery_id == "update:70");
+  const auto counts = must(count_inbound_by_status(f.db, channel));
+  CHECK(counts.total == 4);
+  CHECK(counts.received == 4);
+  must(set_inbound_status(f.db, a.id, "done"));
+  CHECK(must(count_inbound_by_status(f.db, channel)).done == 1);
+}
+
+TEST_CASE("a preview's part 0 takes the final reply: replaced when never sent, an edit owed "
+          "when sent, a new message when the edit fails for good",
+          "[storage][channels]") {
+  fresh_db f;
+  const auto agent = f.add_agent();
+  const auto channel = must(insert_channel(f.db, webhook_channel(agent)));
+  const auto owner = must(ensure_channel_user(f.db, "channel-thread:hooks:t-1"));
+  channel_thread_record t;
+  t.channel_id = channel;
+  t.thread_key = "t-1";
+  t.owner_user_id = owner;
+  const auto thread = must(bind_channel_thread(f.db, t));
+  const auto row = [&](std::string run, std::int64_t part, std::string text, bool preview) {
+    outbox_record o;
+    o.channel_id = channel;
+    o.thread_id = thread.id;
+    o.run_uuid = std::move(run);
+    o.part = part;
+    o.text = std::move(text);
+    o.preview = preview;
+    o.reply_to = "t-1";
+    return o;
+  };
+  // An ordinary part 0 recorded twice stays as it was (a steered message's reply).
+  must(enqueue_outbox(f.db, row("run-0", 0, "first", false)));
+  CHECK(must(enqueue_reply_part(f.db, row("run-0", 0, "second", false))) ==
+        reply_part_recorded::existed);
+  CHECK(must(find_outbox_part(f.db, "run-0", 0)).text == "first");
+  CHECK(must(enqueue_reply_part(f.db, row("run-0", 1, "more", false))) ==
+        reply_part_recorded::queued);
+
+  // A preview not sent yet goes out with the final text, as an ordinary part.
+  const auto early = must(enqueue_outbox(f.db, row("run-1", 0, "Hel", true)));
+  CHECK(must(find_outbox(f.db, early)).preview);
+  CHECK(must(enqueue_reply_part(f.db, row("run-1", 0, "Hello there", false))) ==
+        reply_part_recorded::preview_replaced);
+  auto replaced = must(find_outbox(f.db, early));
+  CHECK(replaced.text == "Hello there");
+  CHECK_FALSE(replaced.preview);
+  CHECK(replaced.status == "pending");
+  CHECK(replaced.edit_status.empty());
+  // Recorded again (a restart recording the same result): left as it is.
+  CHECK(must(enqueue_reply_part(f.db, row("run-1", 0, "Hello there", false))) ==
+        reply_part_recorded::existed);
+
+  // A preview on the platform owes the final edit, once.
+  const auto shown = must(enqueue_outbox(f.db, row("run-2", 0, "Hel", true)));
+  must(claim_outbox(f.db, shown));
+  must(mark_outbox_sent(f.db, shown, "m-42", "Hello wor"));
+  CHECK(must(find_outbox(f.db, shown)).text == "Hello wor");
+  auto final_part = row("run-2", 0, "Hello world.", false);
+  final_part.edit_next_at = 777;
+  CHECK(must(enqueue_reply_part(f.db, final_part)) == reply_part_recorded::edit_owed);
+  CHECK(must(enqueue_reply_part(f.db, final_part)) == reply_part_recorded::existed);
+  auto owed = must(find_outbox(f.db, shown));
+  CHECK(owed.status == "sent");
+  CHECK(owed.edit_status == "pending");
+  CHECK(owed.edit_text == "Hello world.");
+  CHECK(owed.edit_next_at == 777);
+  CHECK(owed.platform_message_id == "m-42");
+  CHECK(must(list_outbox_edits(f.db)).size() == 1);
+  must(mark_outbox_edited(f.db, shown));
+  auto edited = must(find_outbox(f.db, shown));
+  CHECK(edited.edit_status == "done");
+  CHECK(edited.text == "Hello world.");
+  CHECK(must(list_outbox_edits(f.db)).empty());
+
+  // The final text recorded while the preview was being sent, and the send carried it:
+  // the edit is done with the send.
+  const auto racing = must(enqueue_outbox(f.db, row("run-3", 0, "Hi", true)));
+  must(claim_outbox(f.db, racing));
+  CHECK(must(enqueue_reply_part(f.db, row("run-3", 0, "Hi all", false))) ==
+        reply_part_recorded::edit_owed);
+  must(mark_outbox_sent(f.db, racing, "m-43", "Hi all"));
+  CHECK(must(find_outbox(f.db, racing)).edit_status == "done");
+
+  // An edit that keeps failing is retried, then given up: the final text goes out as a
+  // new message (the preview stays as it was on the platform).
+  const auto stuck = must(enqueue_outbox(f.db, row("run-4", 0, "Par", true)));
+  must(claim_outbox(f.db, stuck));
+  must(mark_outbox_sent(f.db, stuck, "m-44", "Partial"));
+  must(enqueue_reply_part(f.db, row("run-4", 0, "Partial answer, done.", false)));
+  must(record_outbox_edit_failure(f.db, stuck, "429", 5000, 2, false));
+  auto retried = must(find_outbox(f.db, stuck));
+  CHECK(retried.edit_status == "pending");
+  CHECK(retried.edit_attempts == 1);
+  CHECK(retried.edit_next_at == 5000);
+  CHECK(retried.status == "sent");
+  must(record_outbox_edit_failure(f.db, stuck, "503", 0, 2, false));
+  auto fallen = must(find_outbox(f.db, stuck));
+  CHECK(fallen.edit_status == "dead");
+  CHECK(fallen.status == "pending");
+  CHECK(fallen.text == "Partial answer, done.");
+  CHECK_FALSE(fallen.preview);
+  CHECK(fallen.attempts == 0);
+  CHECK(fallen.last_error == "503");
+  // A refusal (the message cannot be edited) gives up at once.
+  const auto refused = must(enqueue_outbox(f.db, row("run-5", 0, "x", true)));
+  must(claim_outbox(f.db, refused));
+  must(mark_outbox_sent(f.db, refused, "m-45", "x"));
+  must(enqueue_reply_part(f.db, row("run-5", 0, "xyz", false)));
+  must(record_outbox_edit_failure(f.db, refused, "400 message can't be edited", 0, 6, true));
+  CHECK(must(find_outbox(f.db, refused)).status == "pending");
+  CHECK(must(find_outbox(f.db, refused)).reply_to == "t-1");
 }
 
 TEST_CASE("deleting a channel deletes its threads, journal and outbox", "[storage][channels]") {

@@ -3,8 +3,9 @@
 // A local HTTP server standing in for the generic webhook channel's receiver (the
 // `callback_url` troupe POSTs replies to): it records every request it gets, checks
 // nothing itself, and answers with the statuses a test scripts (a 429 with Retry-After
-// first, then 200, ...), so tests see exactly what troupe sent and how it reacted to the
-// receiver's failures. Runs on a thread of its own on 127.0.0.1.
+// first, then 200, ..., each after a delay if scripted), so tests see exactly what troupe
+// sent and how it reacted to the receiver's failures. Runs on a thread of its own on
+// 127.0.0.1.
 
 #include <chrono>
 #include <cstdint>
@@ -17,6 +18,10 @@
 
 #include <boost/asio/executor_work_guard.hpp>
 #include <boost/asio/io_context.hpp>
+#include <boost/asio/redirect_error.hpp>
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 #include <fmt/format.h>
 
 #include "troupe/net/http_server.hpp"
@@ -32,6 +37,9 @@ public:
     /// Sent as Retry-After when not empty.
     std::string retry_after;
     std::string body = R"({"ok":true})";
+    /// How long the answer waits after the request arrived (it counts as received, and
+    /// as accepted when 2xx, at once).
+    std::chrono::milliseconds delay{0};
   };
 
   callback_receiver() : server_(io_, routes(), {}, metrics_) {
@@ -87,13 +95,23 @@ private:
   net::router routes() {
     net::router r;
     r.add(net::http_method::post, "/replies",
-          [this](net::request_context& ctx) -> boost::asio::awaitable<net::http_response> {
-            co_return take(ctx.request());
-          });
+          [this](net::request_context& ctx) { return respond(this, ctx.request()); });
     return r;
   }
 
-  net::http_response take(const net::http_request& request) {
+  /// A coroutine with its state in parameters (no captures: they would dangle).
+  static boost::asio::awaitable<net::http_response> respond(callback_receiver* self,
+                                                            net::http_request request) {
+    auto [response, delay] = self->take(request);
+    if (delay.count() > 0) {
+      boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor, delay);
+      boost::system::error_code ignored;
+      co_await timer.async_wait(boost::asio::redirect_error(boost::asio::use_awaitable, ignored));
+    }
+    co_return response;
+  }
+
+  std::pair<net::http_response, std::chrono::milliseconds> take(const net::http_request& request) {
     std::lock_guard lock(mutex_);
     requests_.push_back(request);
     arrivals_.push_back(std::chrono::steady_clock::now());
@@ -109,7 +127,7 @@ private:
     if (!a.retry_after.empty()) {
       response.headers.push_back({"Retry-After", a.retry_after});
     }
-    return response;
+    return {std::move(response), a.delay};
   }
 
   boost::asio::io_context io_;

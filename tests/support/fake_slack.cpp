@@ -328,6 +328,61 @@ std::string slack_event_sender::url_verification_body(std::string_view challenge
   return std::move(w.end_object()).str();
 }
 
+namespace {
+
+/// `text` percent-encoded for a form body (RFC 3986 unreserved kept, space as `+`).
+std::string form_encode(std::string_view text) {
+  static constexpr char hex[] = "0123456789ABCDEF";
+  std::string out;
+  for (const unsigned char c : text) {
+    if ((c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-' ||
+        c == '_' || c == '.' || c == '~') {
+      out += static_cast<char>(c);
+    } else if (c == ' ') {
+      out += '+';
+    } else {
+      out += '%';
+      out += hex[c >> 4];
+      out += hex[c & 15];
+    }
+  }
+  return out;
+}
+
+} // namespace
+
+std::string slack_event_sender::slash_command_body(const slash_command& c) {
+  const std::pair<std::string_view, std::string> fields[] = {
+      {"token", "fake-verification-token"},
+      {"team_id", c.team_id},
+      {"team_domain", "fake"},
+      {"channel_id", c.channel_id},
+      {"channel_name", "general"},
+      {"user_id", c.user_id},
+      {"user_name", "tester"},
+      {"command", c.command},
+      {"text", c.text},
+      {"api_app_id", "A0TEST"},
+      {"is_enterprise_install", "false"},
+      {"response_url", "https://hooks.slack.com/commands/T0TEST/1/" + c.trigger_id},
+      {"trigger_id", c.trigger_id},
+  };
+  std::string body;
+  for (const auto& [key, value] : fields) {
+    if (!body.empty()) {
+      body += '&';
+    }
+    body += std::string(key) + '=' + form_encode(value);
+  }
+  return body;
+}
+
+expected<net::http_client_response> slack_event_sender::send(const slash_command& c,
+                                                             delivery how) const {
+  how.content_type = "application/x-www-form-urlencoded";
+  return send(slash_command_body(c), std::move(how));
+}
+
 expected<net::http_client_response> slack_event_sender::send(const std::string& body,
                                                              delivery how) const {
   const auto timestamp =
@@ -338,7 +393,7 @@ expected<net::http_client_response> slack_event_sender::send(const std::string& 
   request.method = http_method::post;
   request.url = url_;
   request.body = body;
-  request.headers.push_back({"Content-Type", "application/json"});
+  request.headers.push_back({"Content-Type", how.content_type});
   request.headers.push_back({std::string(net::slack::timestamp_header), timestamp});
   request.headers.push_back(
       {std::string(net::slack::signature_header),

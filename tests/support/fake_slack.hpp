@@ -7,7 +7,8 @@
 // (message_not_found), `unknown_method` otherwise; failures on demand per method (HTTP
 // 429 with Retry-After and `ratelimited`, 500, any error word). Every call is recorded.
 // And a sender of Events API deliveries signed as Slack signs them (v0 HMAC-SHA256 with
-// a timestamp), for the webhook side.
+// a timestamp), for the webhook side: Events API bodies (JSON) and slash commands
+// (form-encoded, as Slack POSTs `/new` typed in its message box).
 
 #include <chrono>
 #include <cstdint>
@@ -97,6 +98,19 @@ public:
                                 std::string_view app_id = "A0TEST");
   static std::string url_verification_body(std::string_view challenge);
 
+  /// A slash command as Slack POSTs it (application/x-www-form-urlencoded).
+  struct slash_command {
+    /// With its slash: "/new".
+    std::string command;
+    std::string text;
+    std::string channel_id = "C0TEST";
+    std::string user_id = "U0USER";
+    /// Unique per invocation.
+    std::string trigger_id;
+    std::string team_id = "T0TEST";
+  };
+  static std::string slash_command_body(const slash_command& c);
+
   /// How one delivery is made.
   struct delivery {
     /// Unix seconds to sign with; now when unset.
@@ -107,11 +121,18 @@ public:
     /// Sign with this secret instead (a forged request).
     std::optional<std::string> wrong_secret;
     std::chrono::milliseconds deadline{10'000};
+    /// The body's Content-Type.
+    std::string content_type = "application/json";
   };
   /// POSTs `body` signed; the answer or a transport error.
   expected<net::http_client_response> send(const std::string& body, delivery how) const;
   expected<net::http_client_response> send(const std::string& body) const {
     return send(body, delivery{});
+  }
+  /// POSTs slash command `c`, form-encoded and signed (`how.content_type` is ignored).
+  expected<net::http_client_response> send(const slash_command& c, delivery how) const;
+  expected<net::http_client_response> send(const slash_command& c) const {
+    return send(c, delivery{});
   }
 
 private:

@@ -54,6 +54,9 @@ std::vector<inbound_message> slack_inbound(const slack::envelope& envelope,
   }
   inbound_message m;
   m.message_id = slack::message_key(e);
+  if (!e.event_id.empty()) {
+    m.delivery_id = "event:" + e.event_id;
+  }
   m.thread = slack::thread_key(e);
   m.sender = e.user;
   m.text = std::move(text);
@@ -62,9 +65,23 @@ std::vector<inbound_message> slack_inbound(const slack::envelope& envelope,
   return out;
 }
 
+inbound_message slack_command_inbound(const slack::slash_command& command) {
+  inbound_message m;
+  m.message_id = "command:" + command.trigger_id;
+  m.thread = command.channel_id;
+  m.sender = command.user_id;
+  m.text = command.command;
+  if (!command.text.empty()) {
+    m.text += ' ' + command.text;
+  }
+  // No thread: the answer goes to the channel itself.
+  m.reply_to = command.channel_id + ':';
+  return m;
+}
+
 std::optional<slack_thread> parse_slack_reply_to(std::string_view reply_to) {
   const auto colon = reply_to.find(':');
-  if (colon == 0 || colon == std::string_view::npos || colon + 1 == reply_to.size()) {
+  if (colon == 0 || colon == std::string_view::npos) {
     return std::nullopt;
   }
   return slack_thread{std::string(reply_to.substr(0, colon)),
@@ -94,6 +111,17 @@ expected<void> slack_adapter::verify(const http_request& request) const {
 }
 
 expected<decoded_request> slack_adapter::decode(const http_request& request) const {
+  if (slack::is_slash_command(request.header("Content-Type"), request.body)) {
+    auto command = slack::decode_slash_command(request.body);
+    if (!command) {
+      return fail(errc::invalid_argument, command.error().message);
+    }
+    decoded_request out;
+    out.messages.push_back(slack_command_inbound(*command));
+    // An empty 200: Slack shows nothing for it; the answer comes as a message.
+    out.empty_response = true;
+    return out;
+  }
   const auto bot = bot_user_id();
   auto envelope = slack::decode_envelope(request.body, bot);
   if (!envelope) {

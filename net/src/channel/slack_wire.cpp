@@ -4,7 +4,10 @@
 #include <array>
 #include <charconv>
 
+#include <fmt/format.h>
+
 #include "channel/platform_wire.hpp"
+#include "troupe/net/http_message.hpp"
 #include "troupe/net/provider_wire.hpp"
 #include "troupe/runtime/crypto.hpp"
 #include "troupe/runtime/json_writer.hpp"
@@ -174,6 +177,49 @@ std::string_view reply_thread_ts(const message_event& e) noexcept {
 
 std::string message_key(const message_event& e) {
   return e.channel + ':' + e.ts;
+}
+
+bool is_slash_command(std::string_view content_type, std::string_view body) noexcept {
+  const auto semicolon = content_type.find(';');
+  auto media = content_type.substr(0, semicolon);
+  while (!media.empty() && media.back() == ' ') {
+    media.remove_suffix(1);
+  }
+  if (!media.empty()) {
+    return iequals(media, "application/x-www-form-urlencoded");
+  }
+  const auto first = body.find_first_not_of(" \t\r\n");
+  return first != std::string_view::npos && body[first] != '{';
+}
+
+expected<slash_command> decode_slash_command(std::string_view body) {
+  slash_command out;
+  std::string* fields[] = {&out.command, &out.text,         &out.team_id,   &out.channel_id,
+                           &out.user_id, &out.response_url, &out.trigger_id};
+  constexpr std::string_view names[] = {"command", "text",         "team_id",   "channel_id",
+                                        "user_id", "response_url", "trigger_id"};
+  while (!body.empty()) {
+    const auto amp = body.find('&');
+    const auto pair = body.substr(0, amp);
+    body = amp == std::string_view::npos ? std::string_view{} : body.substr(amp + 1);
+    const auto eq = pair.find('=');
+    const auto key = percent_decode(pair.substr(0, eq), true);
+    for (std::size_t k = 0; k < std::size(names); ++k) {
+      if (key == names[k]) {
+        *fields[k] = eq == std::string_view::npos ? std::string{}
+                                                  : percent_decode(pair.substr(eq + 1), true);
+      }
+    }
+  }
+  if (out.command.size() < 2 || out.command.front() != '/') {
+    return fail(errc::parse_error, "slash command: no command (a word starting with /)");
+  }
+  for (std::size_t k : {3u, 4u, 6u}) {
+    if (fields[k]->empty()) {
+      return fail(errc::parse_error, fmt::format("slash command: no {}", names[k]));
+    }
+  }
+  return out;
 }
 
 std::string_view strip_mention(std::string_view text, std::string_view bot_user_id) noexcept {

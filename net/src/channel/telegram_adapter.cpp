@@ -67,6 +67,7 @@ std::vector<inbound_message> telegram_inbound(const telegram::update_batch& batc
     }
     inbound_message in;
     in.message_id = telegram::message_key(m);
+    in.delivery_id = "update:" + std::to_string(m.update_id);
     in.thread = telegram::thread_key(m);
     in.sender = std::to_string(m.from_id != 0 ? m.from_id : m.chat_id);
     in.text = m.text;

@@ -4,15 +4,21 @@
 /// The channel service: the channel facade over channel_thread actors. It finds a
 /// channel by name (its row, its secret, its adapter; cached until `forget`), verifies
 /// and decodes inbound requests with the adapter, journals every message (the journal's
-/// unique (channel, platform message id) row is the dedupe, across restarts too) and
-/// hands each new one to the actor of its (channel, thread key), spawned on first use
-/// and forgotten when it passivates. At start, `recover` hands back what a stop left:
-/// journaled messages not answered yet and outbox parts not sent yet.
+/// unique (channel, platform message id) row, and its (channel, delivery id), are the
+/// dedupe, across restarts too) and answers the platform as soon as the journal commit
+/// is durable, at most 2 s later (else 503: the platform delivers again). Each new
+/// message is then pushed into the mailbox of the actor of its (channel, thread key),
+/// spawned on first use and forgotten when it passivates; the push is not awaited, and
+/// it cannot be lost (see thread_registry). At start, `recover` hands back what a stop
+/// left: journaled messages not answered yet, outbox parts not sent yet and final edits
+/// not made yet; a thread that fails has the same done for its key at once.
 
 #include <map>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include <caf/fwd.hpp>
@@ -40,6 +46,9 @@ struct channel_service_options {
   std::shared_ptr<const std::vector<net::http_client*>> shard_http;
   outbox_policy outbox;
   std::chrono::milliseconds thread_idle{std::chrono::minutes(10)};
+  /// The longest a thread shows the platform's typing indicator for one stretch of runs
+  /// (`actors.channel_typing_cap_ms`).
+  std::chrono::milliseconds typing_cap{std::chrono::minutes(2)};
 };
 
 class channel_service final : public channel_facade {
@@ -60,7 +69,14 @@ public:
   /// messages and parts were handed back.
   boost::asio::awaitable<std::size_t> recover();
 
-  /// Ends every thread actor; later requests are answered 503.
+  /// Hands back what a thread of (channel, thread key) held when it failed: its messages
+  /// not answered and its parts not sent (as `recover`, for that thread only).
+  boost::asio::awaitable<std::size_t> recover_thread(storage::row_id channel,
+                                                     std::string thread_key);
+
+  /// Ends every thread actor, each once it has recorded the send it has in flight (all
+  /// at once, for at most a send's deadline and a few seconds); later requests are
+  /// answered 503.
   void stop();
 
   /// The live thread actors by (channel id, thread key); shared with the actors, which
@@ -73,23 +89,21 @@ private:
   expected<std::shared_ptr<const live_channel>> channel(const std::string& name);
   expected<std::shared_ptr<const live_channel>> channel_by_id(storage::row_id id);
   expected<std::shared_ptr<const live_channel>> make_live(storage::channel_record record);
-  channel_thread_actor thread(const std::shared_ptr<const live_channel>& channel,
-                              const std::string& key);
-  /// Journals `messages` (each once: a redelivery finds its row) and hands each new one to
-  /// its thread; an error when a journal write failed (the platform delivers it again).
+  /// Journals `messages` in one commit (each once: a redelivery finds its row) and, from
+  /// the commit's answer, hands each new one to its thread; an error when the commit
+  /// failed or did not come within `deadline` (the platform delivers it again; a commit
+  /// that comes later is handed over all the same).
   boost::asio::awaitable<expected<void>>
   journal(std::shared_ptr<const live_channel> channel,
-          std::vector<net::channel::inbound_message> messages);
+          std::vector<net::channel::inbound_message> messages, std::chrono::milliseconds deadline);
   /// Makes channel `name` live (its adapter started) unless it is gone or disabled.
   void activate(const std::string& name);
-  /// Hands a journaled message to its thread, asking again when the actor it found
-  /// passivated meanwhile.
-  boost::asio::awaitable<expected<void>> hand_over(std::shared_ptr<const live_channel> channel,
-                                                   storage::inbound_record message);
+  /// `recover`'s work, for every thread or for one (channel, thread key).
+  boost::asio::awaitable<std::size_t>
+  recover_where(std::optional<std::pair<storage::row_id, std::string>> only);
 
   caf::actor_system& system_;
   channel_service_options options_;
-  std::shared_ptr<const channel_thread_context> context_;
   std::shared_ptr<thread_registry> registry_;
   std::mutex channels_mutex_;
   std::map<std::string, std::shared_ptr<const live_channel>, std::less<>> channels_;

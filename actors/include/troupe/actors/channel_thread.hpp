@@ -9,7 +9,10 @@
 /// every part is recorded (pending) before anything is sent, claimed (`sending`) right
 /// before the send, and marked sent or failed after it; a failure is retried after the
 /// platform's retry_after (or a doubling back-off) until the attempts run out, and then
-/// the part is dead-lettered (visible over the API).
+/// the part is dead-lettered (visible over the API). With `stream_edits` (and an adapter
+/// that edits), a run's part 0 is posted early, through the same outbox, and edited as
+/// the run's tokens arrive (at most once a second); the final answer then replaces it
+/// with one final edit, owed in the outbox (see docs/channels.md).
 ///
 /// Where it runs: on a shard (homed by its key); database reads go through the read
 /// pool, writes through the store_writer, I/O through the bridge (start_io).
@@ -41,9 +44,12 @@ struct outbox_policy {
   /// The wait after a failure when the platform names none: first, then doubling.
   std::chrono::milliseconds first_backoff{1'000};
   std::chrono::milliseconds max_backoff{300'000};
-  /// The deadline of one send.
+  /// The deadline of one send (or edit).
   std::chrono::milliseconds send_timeout{15'000};
 };
+
+/// The least time between two changes of a streamed preview (its post, its edits).
+inline constexpr std::chrono::milliseconds preview_edit_interval{1'000};
 
 /// A channel as its threads use it: its row and the adapter speaking its platform. The
 /// adapter's `bot_name` (a Telegram bot's username, from getMe) decides whose slash
@@ -69,6 +75,8 @@ struct channel_thread_context {
   outbox_policy outbox;
   /// A thread without work for this long leaves memory (its state is in SQLite).
   std::chrono::milliseconds idle_ttl{std::chrono::minutes(10)};
+  /// The longest the typing indicator is kept up for one stretch of runs.
+  std::chrono::milliseconds typing_cap{std::chrono::minutes(2)};
 
   net::http_client* http_here() const noexcept;
 };
@@ -77,8 +85,23 @@ struct channel_thread_spec {
   std::shared_ptr<const live_channel> channel;
   std::string thread_key;
   std::shared_ptr<const channel_thread_context> context;
-  /// Called when the actor passivates, so its owner forgets it.
-  std::function<void(const caf::actor_addr&)> on_exit;
+  /// Called when the actor is gone (passivated, stopped, or failed: `reason` says), so
+  /// its owner forgets it (and, after a failure, hands what it held to a new one).
+  std::function<void(const caf::actor_addr&, const caf::error& reason)> on_exit;
+  /// Asked before the actor passivates: true lets it go (its owner forgot it), false keeps
+  /// it (something was handed to it meanwhile). `mailbox_empty` is called under the
+  /// owner's lock. Unset: it goes.
+  std::function<bool(const caf::actor_addr&, const std::function<bool()>& mailbox_empty)> retire;
+};
+
+/// Text of a run's answer streamed so far (a `model.delta`), or the news that the
+/// candidate so far was discarded (`reset`: a `model.correction`); from the run's journal.
+struct preview_delta {
+  std::string run_id;
+  std::string text;
+  /// The model round the text belongs to (a new round starts a new candidate).
+  std::int64_t round = 0;
+  bool reset = false;
 };
 
 /// A journaled message for the thread.
@@ -89,23 +112,32 @@ using outbox_atom = caf::atom_constant<caf::atom("outbox")>;
 using thread_idle_atom = caf::atom_constant<caf::atom("thr_idle")>;
 /// Shutdown: finish recording the send in flight, take nothing more, quit.
 using drain_atom = caf::atom_constant<caf::atom("drain")>;
+/// A thread's answer to `drain_atom`: it recorded its send in flight (or had none).
+using drained_atom = caf::atom_constant<caf::atom("drained")>;
+/// Streamed text of an awaited run (stream_edits), and the timer of its next edit.
+using preview_atom = caf::atom_constant<caf::atom("preview")>;
 
 /// The interface:
-///   (inbound_atom, inbound_record) -> bool
-///                                    a journaled message of this thread, not seen before,
-///                                    taken (true); recovered at start with status
+///   (inbound_atom, inbound_record)   a journaled message of this thread (one it has
+///                                    already is dropped); recovered at start with status
 ///                                    "processing", its run was accepted before: its
 ///                                    result is awaited, the message not handed over again
-///   (outbox_atom, outbox_record)     a part recorded before a restart, to send
+///   (outbox_atom, outbox_record)     a part recorded before a restart, to send (or, sent
+///                                    with a final edit pending, to edit)
 ///   (outbox_atom)                    the retry timer
 ///   (thread_idle_atom, generation)   passivates when nothing happened since
-///   (drain_atom) -> bool             answered (and the actor quits) once no send is in
-///                                    flight: its outcome is recorded before a stop
+///   (preview_atom, preview_delta)    streamed text of an awaited run (stream_edits)
+///   (preview_atom, run_id)           the timer of that run's next preview edit
+///   (drain_atom, waiter)             sends `drained_atom` to `waiter` and quits once no
+///                                    send is in flight: its outcome is recorded before a
+///                                    stop
 using channel_thread_actor =
-    caf::typed_actor<caf::replies_to<inbound_atom, storage::inbound_record>::with<bool>,
+    caf::typed_actor<caf::reacts_to<inbound_atom, storage::inbound_record>,
                      caf::reacts_to<outbox_atom, storage::outbox_record>,
                      caf::reacts_to<outbox_atom>, caf::reacts_to<thread_idle_atom, std::uint64_t>,
-                     caf::replies_to<drain_atom>::with<bool>, io_completion_handler>;
+                     caf::reacts_to<preview_atom, preview_delta>,
+                     caf::reacts_to<preview_atom, std::string>,
+                     caf::reacts_to<drain_atom, caf::actor>, io_completion_handler>;
 
 channel_thread_actor spawn_channel_thread(caf::actor_system& system, channel_thread_spec spec);
 
@@ -113,3 +145,4 @@ channel_thread_actor spawn_channel_thread(caf::actor_system& system, channel_thr
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::storage::inbound_record)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::storage::outbox_record)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::preview_delta)

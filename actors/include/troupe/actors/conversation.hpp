@@ -99,6 +99,9 @@ struct turn_request {
   /// The policy for this message when a run is active; unset: the agent's (a channel
   /// sets its own `queue_policy`).
   std::optional<queue_policy> policy;
+  /// Whose memory its run uses when not the conversation's owner (a channel sender in a
+  /// shared thread); 0: the owner's.
+  storage::row_id memory_user = 0;
 };
 
 /// The conversation's interface.

@@ -116,6 +116,14 @@ struct run_spec {
   storage::row_id conversation_row = 0;
   /// The conversation's owner and the agent's row (memory's scope); 0: unknown.
   storage::row_id owner_user = 0;
+  /// Whose memory the run recalls and its memory tools read and write, when not the
+  /// conversation's owner (a channel thread shared by several senders: the sender of the
+  /// message); 0: `owner_user`.
+  storage::row_id memory_user = 0;
+  /// The user whose memory this run uses.
+  storage::row_id memory_owner() const noexcept {
+    return memory_user != 0 ? memory_user : owner_user;
+  }
   storage::row_id agent_row = 0;
   agent_settings agent;
   /// The agent's provider, resolved (base URL, key, deadlines, retry policy).

@@ -64,6 +64,7 @@ public:
   status(run_ticket run, std::chrono::milliseconds timeout) override;
   void follow(run_ticket run, std::uint64_t after_seq, net::response_stream stream,
               entry_translator translate, bool cancel_on_leave) override;
+  void observe(run_ticket run, std::uint64_t after_seq, entry_observer on_entry) override;
   boost::asio::awaitable<expected<bool>> cancel(std::string conversation_id,
                                                 std::string run_id) override;
   std::optional<found_live_run> find_run(const std::string& run_id) const override;

@@ -54,9 +54,21 @@ expected<session_scope> parse_session_scope(std::string_view name);
 std::string channel_thread_key(session_scope scope, std::string_view thread,
                                std::string_view sender);
 
-/// The identity that owns a channel sender's conversations, archives and memory:
-/// `channel:<channel>:<sender>`.
+/// The identity of a channel sender: `channel:<channel>:<sender>`. It owns the sender's
+/// memory always, and the conversations and archives of the sender's threads under the
+/// `sender` and `thread_sender` scopes.
 std::string channel_identity(std::string_view channel, std::string_view sender);
+
+/// The identity of a shared platform thread under the `thread` scope:
+/// `channel-thread:<channel>:<thread key>`. It owns the thread's conversations and their
+/// archives, which every sender of the thread shares (never any one sender's memory);
+/// it can never be a sender's identity (those start `channel:`).
+std::string channel_thread_identity(std::string_view channel, std::string_view thread_key);
+
+/// Who owns the conversations (and archives) of thread `thread_key` under `scope`: the
+/// thread's identity under `thread`, else the sender's.
+std::string channel_owner_identity(session_scope scope, std::string_view channel,
+                                   std::string_view thread_key, std::string_view sender);
 
 /// One channel.
 struct channel_settings {

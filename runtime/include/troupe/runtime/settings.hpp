@@ -84,6 +84,9 @@ struct actor_settings {
   /// round's prompt carries; the oldest whole messages go first. 0: only the model's
   /// context window bounds them.
   std::uint32_t history_max_tokens = 32'000;
+  /// The longest a channel thread shows the platform's typing indicator for one stretch
+  /// of runs (Telegram's `typing`, renewed every 4 s).
+  std::chrono::milliseconds channel_typing_cap{120'000};
 };
 
 /// `[tools]`: how tools run.

@@ -70,6 +70,10 @@ struct inbound_record {
   row_id id = 0;
   row_id channel_id = 0;
   std::string platform_message_id;
+  /// The platform's id of the delivery that carried it (Telegram's `update:<update_id>`,
+  /// Slack's `event:<event_id>`): a second dedupe key, unique per channel while it is
+  /// younger than `delivery_key_lifetime`; empty: none.
+  std::string delivery_id;
   std::string thread_key;
   std::string sender;
   std::string text;
@@ -100,6 +104,19 @@ struct outbox_record {
   std::int64_t created_at = 0;
   std::int64_t updated_at = 0;
   std::optional<std::int64_t> sent_at;
+  /// Where the part goes on the platform (the `reply_to` of the message it answers);
+  /// empty: the thread's.
+  std::string reply_to;
+  /// A streamed preview: part 0 of a run posted before the run ended (`stream_edits`),
+  /// its text then edited as tokens arrive.
+  bool preview = false;
+  /// The final text a sent preview must become, and that edit's state: "" (none owed),
+  /// pending, done, or dead (it failed for good: the text went out as a new message).
+  std::string edit_text;
+  std::string edit_status;
+  std::int64_t edit_attempts = 0;
+  /// The final edit is not made before this time (ms since the epoch).
+  std::int64_t edit_next_at = 0;
 };
 
 // channels
@@ -153,17 +170,36 @@ struct journal_result {
   /// The platform delivered this message id before: do not process it again.
   bool duplicate = false;
 };
+/// How long a delivery id stays a dedupe key: Telegram numbers updates anew after a week
+/// without any, so an older row's update_id may be a new update's.
+inline constexpr std::int64_t delivery_key_lifetime_ms = 7LL * 24 * 3600 * 1000;
+/// Journals `r` once: a duplicate when the channel has its platform message id, or (when
+/// `r.delivery_id` is set) a row younger than `delivery_key_lifetime_ms` has its delivery
+/// id (an older row gives its delivery id up).
 expected<journal_result> journal_inbound(connection& c, inbound_record r);
 /// Moves a journaled message on; `run_uuid` (when not empty) records its run.
 expected<void> set_inbound_status(connection& c, row_id id, std::string_view status,
                                   std::string_view run_uuid = {});
 expected<inbound_record> find_inbound(connection& c, row_id id);
+/// The journaled message whose run is `run_uuid` (the run named when it was journaled);
+/// not_found when none is (a run no channel message started).
+expected<inbound_record> find_inbound_by_run(connection& c, std::string_view run_uuid);
 /// A channel's journaled messages with `status`, oldest first (every channel's when
 /// `channel_id` is 0).
 expected<std::vector<inbound_record>> list_inbound(connection& c, row_id channel_id,
                                                    std::string_view status);
 /// How many messages a channel has journaled.
 expected<std::int64_t> count_inbound(connection& c, row_id channel_id);
+/// How many messages a channel has journaled, by status (received, processing, done,
+/// dead), and in all.
+struct inbound_counts {
+  std::int64_t received = 0;
+  std::int64_t processing = 0;
+  std::int64_t done = 0;
+  std::int64_t dead = 0;
+  std::int64_t total = 0;
+};
+expected<inbound_counts> count_inbound_by_status(connection& c, row_id channel_id);
 
 // the outbox
 /// Records a part to send; the same (run, part) is not added twice: its id is returned.
@@ -171,8 +207,36 @@ expected<row_id> enqueue_outbox(connection& c, outbox_record r);
 /// The intent to send: pending -> sending, one attempt more. Fails with `conflict` when
 /// the entry is not pending (another sender has it, or it is done).
 expected<void> claim_outbox(connection& c, row_id id);
-/// sending -> sent.
-expected<void> mark_outbox_sent(connection& c, row_id id, std::string_view platform_message_id);
+/// What recording a reply part did (`enqueue_reply_part`).
+enum class reply_part_recorded {
+  /// A new entry, pending.
+  queued,
+  /// The entry of this (run, part) was there already (not a preview): left as it was.
+  existed,
+  /// Part 0 was a preview not sent yet (or dead-lettered): it now holds the final text
+  /// and goes out as an ordinary part.
+  preview_replaced,
+  /// Part 0 was a preview sent (or being sent): it owes the final edit (`edit_text`,
+  /// pending, not before `r.edit_next_at`).
+  edit_owed,
+};
+/// Records part `r` of a run's final reply: as `enqueue_outbox`, except that a preview
+/// holding its key takes the final text (as above) instead of being left as it is.
+expected<reply_part_recorded> enqueue_reply_part(connection& c, const outbox_record& r);
+/// sending -> sent. When `sent_text` is the final text an edit owed (the preview went out
+/// after the final answer was recorded), the edit is done too.
+expected<void> mark_outbox_sent(connection& c, row_id id, std::string_view platform_message_id,
+                                std::string_view sent_text = {});
+/// The final edit of entry `id` was made: done, and the entry's text is the final text.
+expected<void> mark_outbox_edited(connection& c, row_id id);
+/// The final edit failed: pending again not before `retry_at`, one attempt more; after
+/// `max_attempts` (or at once with `permanent`) it is given up, and the entry goes out
+/// as a new message with the final text (pending, edit `dead`, `why` in last_error).
+expected<void> record_outbox_edit_failure(connection& c, row_id id, std::string_view why,
+                                          std::int64_t retry_at, std::int64_t max_attempts,
+                                          bool permanent);
+/// Entries sent whose final edit is pending, oldest first (start-up recovery).
+expected<std::vector<outbox_record>> list_outbox_edits(connection& c);
 /// sending -> pending again, not before `retry_at`; dead (with the error) once the entry
 /// has had `max_attempts` attempts.
 expected<void> record_outbox_failure(connection& c, row_id id, std::string_view error_text,

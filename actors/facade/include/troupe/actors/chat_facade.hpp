@@ -55,6 +55,9 @@ struct chat_submission {
   /// How the message queues while a run is active; unset: the agent's queue policy (a
   /// channel's `queue_policy` sets it).
   std::optional<queue_policy> policy;
+  /// Whose memory the run uses when not the conversation owner's (a sender in a channel
+  /// thread the senders share); 0: the owner's.
+  storage::row_id memory_user = 0;
 };
 
 /// What actors/ keeps of a run behind a ticket (its journal, the conversation that took
@@ -73,6 +76,9 @@ struct found_live_run {
   run_ticket ticket;
   storage::row_id owner_user = 0;
 };
+
+/// Receives the entries of a run's journal (`observe`).
+using entry_observer = std::function<void(const journal_entry&)>;
 
 /// Turns one journal entry into the bytes a client gets (empty: nothing to send). An
 /// empty translator sends the entry's own SSE frame (`event`, `id` = its seq, `data`),
@@ -103,6 +109,14 @@ public:
   /// stream, is replayed from storage under the same ids, after the last one written.
   virtual void follow(run_ticket run, std::uint64_t after_seq, net::response_stream stream,
                       entry_translator translate, bool cancel_on_leave) = 0;
+
+  /// Calls `on_entry` with every entry of the run's journal after `after_seq`, then with
+  /// every new one as it is appended, in order, from an actor of its own (never on the
+  /// caller's thread; `on_entry` must not block). The last call carries an entry with
+  /// `last` set: the journal's last entry, or, when the journal leaves memory before
+  /// its end (or was not there), an end marker without bytes. Nothing is replayed from
+  /// storage: an observer follows a live run (as a channel's streamed preview does).
+  virtual void observe(run_ticket run, std::uint64_t after_seq, entry_observer on_entry) = 0;
 
   /// Cancels a run (active or queued). False when its conversation does not have it.
   virtual boost::asio::awaitable<expected<bool>> cancel(std::string conversation_id,

@@ -34,9 +34,13 @@ namespace troupe::net::channel {
 
 /// One platform message decoded from an inbound request.
 struct inbound_message {
-  /// The platform's id of this delivery, unique per channel (Telegram update_id, Slack
-  /// event_id, the generic webhook's message_id): the journal's dedupe key.
+  /// The platform's id of the message, unique per channel (Telegram's chat and
+  /// message_id, Slack's channel and ts, the generic webhook's message_id): the journal's
+  /// dedupe key.
   std::string message_id;
+  /// The platform's id of the delivery that carried it, when it has one (Telegram's
+  /// `update:<update_id>`, Slack's `event:<event_id>`): a second dedupe key.
+  std::string delivery_id;
   /// The platform thread (Telegram chat + topic, Slack channel + thread_ts, the generic
   /// webhook's `thread`); empty when the platform has none.
   std::string thread;
@@ -53,6 +57,8 @@ struct decoded_request {
   /// The answer's body (Slack's url_verification challenge); empty: `{"ok":true}`.
   std::string response_body;
   std::string response_content_type = "application/json";
+  /// Answer with an empty body instead (Slack shows a slash command's answer body).
+  bool empty_response = false;
 };
 
 /// One part of a reply, as the outbox hands it to the adapter.

@@ -8,10 +8,13 @@
 /// `url_verification` is answered with its challenge; an `event_callback` carrying a
 /// `message` or `app_mention` from a person becomes a message (events with `bot_id`, the
 /// bot's own messages, edits, deletions and other subtypes are skipped). A message's
-/// journal key is "<channel>:<ts>": it drops Slack's redeliveries of an event (the same
-/// event_id, the same message) and the second copy of an @-mention, which arrives once as
-/// `message` and once as `app_mention` under two event ids. Its thread is the channel and
-/// the thread's ts (the message's own ts when it starts one), and replies go there.
+/// journal key is "<channel>:<ts>" (it also drops the second copy of an @-mention, which
+/// arrives once as `message` and once as `app_mention` under two event ids), its second
+/// key "event:<event_id>" (Slack's redeliveries of an event). Its thread is the channel
+/// and the thread's ts (the message's own ts when it starts one), and replies go there.
+/// A slash command, form-encoded on the same route and signed the same way, becomes a
+/// message of its channel keyed "command:<trigger_id>", answered at the channel's top
+/// level; Slack gets an empty 200 for it.
 ///
 /// Outbound, each part (at most 3,500 characters, split_message) is a `chat.postMessage`
 /// with `thread_ts`, the bot token as a Bearer token and the text as mrkdwn. HTTP 429
@@ -19,7 +22,9 @@
 /// too, Slack's own failures (5xx, internal_error, …) with a back-off; any other error
 /// word (channel_not_found, invalid_auth, …) is final. At start, `auth.test` names the
 /// bot's user id, which marks its own messages and is stripped from a leading mention.
-/// With `stream_edits`, the first part is posted early and changed with `chat.update`.
+/// `edit` changes a posted message with `chat.update`: a channel with `stream_edits` posts
+/// a run's first part early and updates it as tokens arrive
+/// (actors/src/channel_preview.cpp).
 
 #include <chrono>
 #include <memory>
@@ -51,7 +56,13 @@ struct slack_options {
 std::vector<inbound_message> slack_inbound(const slack::envelope& envelope,
                                            std::string_view bot_user_id);
 
-/// "<channel>:<thread_ts>" (what `reply_to` holds) back into its parts.
+/// The message a slash command stands for: journaled under "command:<trigger_id>", in the
+/// thread of its channel (it carries no thread_ts), its text the command and its
+/// argument ("/continue 2"), answered at the channel's top level.
+inbound_message slack_command_inbound(const slack::slash_command& command);
+
+/// "<channel>:<thread_ts>" (what `reply_to` holds) back into its parts; an empty
+/// thread_ts ("<channel>:") posts at the channel's top level.
 struct slack_thread {
   std::string channel;
   std::string thread_ts;

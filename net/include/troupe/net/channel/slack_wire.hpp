@@ -4,7 +4,8 @@
 /// The Slack Events API and Web API wire format (issue 17; reference/channels.md):
 /// verifying a request's v0 signature, decoding `url_verification` and `event_callback`
 /// envelopes into the messages a channel handles (bot messages and edits flagged as
-/// ignored), the thread key, encoding chat.postMessage and chat.update, and classifying
+/// ignored), telling a slash command (form-encoded) from an event and decoding it, the
+/// thread and message keys, encoding chat.postMessage and chat.update, and classifying
 /// Web API answers. Pure functions; no I/O. Untrusted input is parsed whole by
 /// simdjson's DOM parser: malformed bytes are an error value, never undefined behaviour.
 
@@ -108,6 +109,35 @@ struct envelope {
 /// bot's own messages as ignored. Fails (parse_error) on bytes that are not a JSON
 /// object with a string `type`, or an event_callback without an event object.
 expected<envelope> decode_envelope(std::string_view body, std::string_view bot_user_id = {});
+
+/// A slash command typed in Slack's message box (`/new`), which Slack POSTs to the
+/// command's Request URL form-encoded (application/x-www-form-urlencoded), signed as
+/// events are; Slack waits 3 s for the answer and never sends it again.
+struct slash_command {
+  /// The command word with its slash ("/new").
+  std::string command;
+  /// What follows it ("2" of "/continue 2"); may be empty.
+  std::string text;
+  std::string team_id;
+  std::string channel_id;
+  std::string user_id;
+  /// Where up to five answers may be POSTed within 30 minutes (troupe answers with
+  /// chat.postMessage instead, as for any message).
+  std::string response_url;
+  /// Unique per invocation: the journal's key of the command.
+  std::string trigger_id;
+
+  friend bool operator==(const slash_command&, const slash_command&) = default;
+};
+
+/// True when a request body is form-encoded (a slash command) rather than an Events API
+/// JSON object: its Content-Type says so, or, without one, it does not start with `{`.
+bool is_slash_command(std::string_view content_type, std::string_view body) noexcept;
+
+/// Decodes a slash command's form body (percent-decoding, `+` as space). Fails
+/// (parse_error) without `command` (starting with `/`), `channel_id`, `user_id` or
+/// `trigger_id`.
+expected<slash_command> decode_slash_command(std::string_view body);
 
 /// The JSON answer to a url_verification: `{"challenge":"…"}`.
 std::string encode_challenge_answer(std::string_view challenge);

@@ -13,17 +13,18 @@
 ///    in `X-Telegram-Bot-Api-Secret-Token`: verified in constant time.
 /// Only text `message` updates from people are answered: edits, other update kinds and
 /// messages from bots are skipped. A message's journal key is "<chat_id>:<message_id>"
-/// (one update carries one message, so the key also drops a redelivered update, and it
-/// still holds after Telegram's update ids start again); its thread is the chat, or the
-/// chat and the forum topic.
+/// (it still holds after Telegram's update ids start again), its second key
+/// "update:<update_id>" (the delivery); its thread is the chat, or the chat and the forum
+/// topic.
 ///
 /// Outbound, each part is a `sendMessage` with `parse_mode: "HTML"`
 /// (markdown_to_telegram_html of the part); a 400 "can't parse entities" is sent again at
 /// once as the plain text; 429 is retried after `parameters.retry_after`; a group that
 /// became a supergroup is answered at its new id. Parts are at most 4,000 characters
 /// (split_message). While a run is active the thread shows `typing` (sendChatAction).
-/// With `stream_edits`, the first part is posted early and then changed with
-/// `editMessageText` (the same HTML rule; "message is not modified" counts as done).
+/// `edit` changes a message the bot sent with `editMessageText` (the same HTML rule;
+/// "message is not modified" counts as done): a channel with `stream_edits` posts a run's
+/// first part early and edits it as tokens arrive (actors/src/channel_preview.cpp).
 /// At start, `getMe` names the bot (its username), so `/cmd@other_bot` is not ours.
 
 #include <chrono>
