@@ -84,9 +84,10 @@ memory_writer(memory_writer_self self, storage::row_id user, store_writer_actor 
       [self](write_atom, storage::memory_change& change) -> caf::result<memory_write_reply> {
         auto& s = self->state;
         const auto number = ++s.next;
-        const auto conversation = change.what == storage::memory_change::action::propose
-                                      ? change.proposal.conversation_id.value_or(0)
-                                      : 0;
+        auto conversation = change.conversation;
+        if (conversation == 0 && change.what == storage::memory_change::action::propose) {
+          conversation = change.proposal.conversation_id.value_or(0);
+        }
         s.pending.emplace(number, conversation);
         ++s.generation;
         auto promise = self->make_response_promise<memory_write_reply>();

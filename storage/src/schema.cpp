@@ -528,6 +528,32 @@ expected<void> apply_schema_v10(connection& c) {
   return c.exec(schema_v10);
 }
 
+// Version 13: a context summary's range as message ids (issue 16): the first and last
+// stored messages it covers, and those inside the range it does not (a run's objective
+// kept after the summary), so a reloaded conversation finds the summary's place whatever
+// happened around it (failed runs, history limits). Rows written before keep 0 and are
+// read by their head and tail counts. Columns are added only when missing.
+expected<void> apply_schema_v13(connection& c) {
+  for (const auto& [column, type] : {std::pair<std::string_view, std::string_view>{
+                                         "first_message_id", "INTEGER NOT NULL DEFAULT 0"},
+                                     {"last_message_id", "INTEGER NOT NULL DEFAULT 0"},
+                                     {"kept_message_ids", "TEXT NOT NULL DEFAULT ''"}}) {
+    auto has = c.query_int(
+        "SELECT COUNT(*) FROM pragma_table_info('context_summaries') WHERE name = ?", column);
+    if (!has) {
+      return tl::unexpected(has.error());
+    }
+    if (*has == 0) {
+      if (auto added =
+              c.exec(fmt::format("ALTER TABLE context_summaries ADD COLUMN {} {}", column, type));
+          !added) {
+        return added;
+      }
+    }
+  }
+  return {};
+}
+
 struct migration {
   int version;
   std::string_view description;
@@ -555,6 +581,7 @@ const std::vector<migration>& migrations() {
       {9, "context summaries", [](connection& c) { return c.exec(schema_v9); }},
       {10, "channel archives and dead-letter notices",
        [](connection& c) { return apply_schema_v10(c); }},
+      {13, "context summary message range", [](connection& c) { return apply_schema_v13(c); }},
   };
   return list;
 }
