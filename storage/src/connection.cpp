@@ -318,6 +318,16 @@ bool connection::fts5_available() noexcept {
   return sqlite3_compileoption_used("ENABLE_FTS5") == 1;
 }
 
+bool connection::has_table(const std::string& name) const noexcept {
+  if (db_ == nullptr) {
+    return false;
+  }
+  // No column named: SQLITE_OK exactly when the table exists (it loads the schema when
+  // the connection has not read it yet).
+  return sqlite3_table_column_metadata(db_, "main", name.c_str(), nullptr, nullptr, nullptr,
+                                       nullptr, nullptr, nullptr) == SQLITE_OK;
+}
+
 // --- transaction ---
 
 expected<transaction> transaction::begin(connection& conn) {

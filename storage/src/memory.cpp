@@ -889,13 +889,20 @@ expected<void> record_memory_use(connection& c, std::span<const row_id> memory_i
   return {};
 }
 
-expected<bool> has_memory_index(connection& c) {
-  auto n = c.query_int(
-      "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'memory_fts'");
+expected<bool> has_active_memories(connection& c, row_id user_id) {
+  auto n = c.query_int("SELECT EXISTS (SELECT 1 FROM memory_items "
+                       "WHERE user_id = ? AND status = 'active')",
+                       user_id);
   if (!n) {
     return tl::unexpected(n.error());
   }
-  return *n > 0;
+  return *n != 0;
+}
+
+expected<bool> has_memory_index(connection& c) {
+  // The parsed schema, not a query of sqlite_master: recall asks on every run.
+  static const std::string name = "memory_fts";
+  return c.has_table(name);
 }
 
 expected<bool> ensure_memory_index(connection& c) {

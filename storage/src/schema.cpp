@@ -633,12 +633,9 @@ expected<int> migrate(connection& conn) {
 }
 
 expected<bool> has_message_index(connection& conn) {
-  auto n = conn.query_int(
-      "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'messages_fts'");
-  if (!n) {
-    return tl::unexpected(n.error());
-  }
-  return *n > 0;
+  // The parsed schema, not a query of sqlite_master: every search asks.
+  static const std::string name = "messages_fts";
+  return conn.has_table(name);
 }
 
 expected<bool> ensure_message_index(connection& conn) {

@@ -797,3 +797,57 @@ TEST_CASE("a summary that cannot be stored leaves the history intact, as a recor
       body_of(s.call("GET", "/api/v1/conversations/" + conversation + "/context", ann));
   CHECK_THAT(context, Catch::Contains(R"("summary":null)"));
 }
+
+TEST_CASE("a long conversation's context brought back after a restart holds its newest three "
+          "turns in full, the five before them cut and older ones as question and answer",
+          "[integration][compression]") {
+  auto log = std::make_shared<request_log>();
+  mock_llm_fixture mock(recording_mock(log, summariser::answers));
+  api_server s(api_limits, config(mock, 2048));
+  REQUIRE(s.port() != 0);
+  const auto ann = s.user_token("ann");
+  // Questions of 900 characters and more: a cut turn keeps 500 of them.
+  const auto long_question = [](int n) {
+    return "question " + std::to_string(n) + " " + std::string(900, 'q');
+  };
+  std::string conversation;
+  for (int turn = 1; turn <= 10; ++turn) {
+    const auto answer = chat(s, ann, conversation, long_question(turn), "roomy");
+    REQUIRE(status_of(answer) == 200);
+    if (conversation.empty()) {
+      conversation = json_field(body_of(answer), "conversation_id");
+    }
+  }
+  // In memory, the conversation holds every turn in full.
+  auto live = body_of(s.call("GET", "/api/v1/conversations/" + conversation + "/context", ann));
+  CHECK(json_field(live, "source") == "live");
+  CHECK(occurrences(live, "message cut:") == 0);
+
+  s.restart();
+  const auto stored =
+      body_of(s.call("GET", "/api/v1/conversations/" + conversation + "/context", ann));
+  CHECK(json_field(stored, "source") == "stored");
+  REQUIRE(status_of(chat(s, ann, conversation, long_question(11), "roomy")) == 200);
+  const auto rounds = log->containing(long_question(11));
+  REQUIRE_FALSE(rounds.empty());
+  const auto& prompt = rounds.front();
+  for (const auto* seen : {&prompt, &stored}) {
+    const auto& text = *seen;
+    // The newest three turns in full, and the oldest two (as question and answer: their
+    // stored turns hold nothing else once the run's own tool rounds stay with it).
+    for (const int turn : {1, 2, 8, 9, 10}) {
+      INFO("turn " << turn);
+      CHECK_THAT(text, Catch::Contains(long_question(turn)));
+    }
+    // The five before the newest three: their first 500 characters, then the marker.
+    for (int turn = 3; turn <= 7; ++turn) {
+      INFO("turn " << turn);
+      CHECK_THAT(text, !Catch::Contains(long_question(turn)));
+      CHECK_THAT(text, Catch::Contains(long_question(turn).substr(0, 480)));
+    }
+    CHECK(occurrences(text, "message cut:") == 5);
+  }
+  // No tool group of an earlier run came back with them, and no summary was needed.
+  CHECK(occurrences(prompt, "\"tool_call_id\"") == 0);
+  CHECK_THAT(prompt, !Catch::Contains("[Context Compression Summary]"));
+}

@@ -380,3 +380,20 @@ TEST_CASE("an item's revisions and evidence page in SQL", "[storage][memory]") {
   REQUIRE(last.size() == 2);
   CHECK(last[1].id == must(list_memory_evidence(f.db, item.id)).back().id);
 }
+
+TEST_CASE("has_active_memories is true only for a user with an active item, and the memory index "
+          "is found without a statement",
+          "[storage][memory]") {
+  fresh_db f;
+  const auto ann = f.add_user("ann");
+  const auto bob = f.add_user("bob");
+  CHECK_FALSE(must(has_active_memories(f.db, ann)));
+  apply(f.db, proposal(ann, "editor", "prefers vim"));
+  CHECK_FALSE(must(has_active_memories(f.db, ann))); // a candidate only
+  apply(f.db, proposal(ann, "shell", "uses zsh", true));
+  CHECK(must(has_active_memories(f.db, ann)));
+  CHECK_FALSE(must(has_active_memories(f.db, bob)));
+  const auto statements = f.db.cached_statements();
+  CHECK(must(has_memory_index(f.db)) == connection::fts5_available());
+  CHECK(f.db.cached_statements() == statements);
+}

@@ -192,7 +192,10 @@ expected<recalled_items> recall_memories(connection& c, const recall_query& q);
 expected<void> record_memory_use(connection& c, std::span<const row_id> memory_ids, row_id run_id,
                                  std::optional<row_id> conversation_id);
 
-/// Whether the memory full-text index exists.
+/// Whether `user_id` has any active item (expired or not): one indexed probe.
+expected<bool> has_active_memories(connection& c, row_id user_id);
+
+/// Whether the memory full-text index exists (the connection's parsed schema, no query).
 expected<bool> has_memory_index(connection& c);
 /// Creates the memory full-text index and its triggers when FTS5 is compiled in (and
 /// fills it from the existing rows); false when it cannot.
