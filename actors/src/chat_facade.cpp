@@ -308,6 +308,16 @@ boost::asio::awaitable<expected<bool>> chat_service_facade::cancel(std::string c
   co_return co_await std::move(asking);
 }
 
+boost::asio::awaitable<expected<prompt_context_view>>
+chat_service_facade::context(std::string conversation_id) {
+  auto chat = service();
+  if (!chat) {
+    co_return tl::unexpected(unavailable().error());
+  }
+  auto asking = chat->context(conversation_id);
+  co_return co_await std::move(asking);
+}
+
 std::optional<found_live_run> chat_service_facade::find_run(const std::string& run_id) const {
   auto chat = service();
   if (!chat) {

@@ -84,6 +84,13 @@ storage::row_id resumed_memory_user(storage::read_pool& reads, const std::string
 
 } // namespace
 
+std::size_t load_budget(const agent_settings& agent) {
+  const std::size_t window =
+      agent.context_window != 0 ? agent.context_window : default_context_window;
+  return agent.history_max_tokens != 0 ? std::min<std::size_t>(window, agent.history_max_tokens)
+                                       : window;
+}
+
 expected<agent_settings> agent_from_record(const storage::agent_record& a,
                                            const std::string& provider_name) {
   agent_settings s;
@@ -261,18 +268,22 @@ expected<conversation_actor> chat_service::make_conversation(caf::actor_system& 
   if (!queued) {
     return tl::unexpected(queued.error());
   }
-  // From the newest summary, when it has one, within the earlier turns' budget (issue 16).
+  auto spec = conversation_spec_from(*conversation, *agent, {});
+  if (!spec) {
+    return tl::unexpected(spec.error());
+  }
+  // From the newest summary, when it has one, within the agent's context window (and
+  // `actors.history_max_tokens`), issue 16.
+  const auto budget = load_budget(spec->agent);
   auto history = reads.with([&](storage::connection& c) {
-    return storage::load_prompt_history(c, conversation->id, options_.history_messages,
-                                        options_.history_max_tokens, *queued);
+    return storage::load_prompt_history(c, conversation->id, options_.history_messages, budget,
+                                        *queued);
   });
   if (!history) {
     return tl::unexpected(history.error());
   }
-  auto spec = conversation_spec_from(*conversation, *agent, std::move(history->messages));
-  if (!spec) {
-    return tl::unexpected(spec.error());
-  }
+  spec->history = std::move(history->messages);
+  spec->history_spans = std::move(history->spans);
   return spawn_conversation(system, std::move(*spec));
 }
 
@@ -440,6 +451,60 @@ expected<std::vector<journal_entry>> chat_service::stored_entries(const std::str
   }
   return options_.reads->with(
       [&](storage::connection& c) { return stored_journal(c, run_id, after_seq); });
+}
+
+asio::awaitable<expected<prompt_context_view>> chat_service::context(std::string conversation_id) {
+  const auto& shard = registry_->shard_for(conversation_id);
+  auto looked_up =
+      ask<conversation_actor>(system_, shard, hand_over_timeout, peek_atom::value, conversation_id);
+  auto live = co_await std::move(looked_up);
+  if (!live) {
+    co_return tl::unexpected(live.error());
+  }
+  if (*live) {
+    auto asked = ask<prompt_context_view>(system_, *live, hand_over_timeout, context_atom::value);
+    auto view = co_await std::move(asked);
+    // A conversation that passivated meanwhile is read from the database instead.
+    if (view || view.error().code != errc::unavailable) {
+      co_return view;
+    }
+  }
+  // Rebuilt as the conversation would load (make_conversation).
+  auto& reads = *options_.reads;
+  auto conversation = reads.with([&](storage::connection& c) {
+    return storage::find_conversation_by_uuid_any_owner(c, conversation_id);
+  });
+  if (!conversation) {
+    co_return tl::unexpected(conversation.error());
+  }
+  auto* catalog = options_.catalog.get();
+  auto agent =
+      catalog ? catalog->agent(conversation->agent_id) : reads.with([&](storage::connection& c) {
+        return storage::find_agent(c, conversation->agent_id);
+      });
+  if (!agent) {
+    co_return tl::unexpected(agent.error());
+  }
+  auto queued = reads.with(
+      [&](storage::connection& c) { return storage::queued_run_ids(c, conversation->id); });
+  if (!queued) {
+    co_return tl::unexpected(queued.error());
+  }
+  auto spec = conversation_spec_from(*conversation, *agent, {});
+  if (!spec) {
+    co_return tl::unexpected(spec.error());
+  }
+  const auto budget = load_budget(spec->agent);
+  auto history = reads.with([&](storage::connection& c) {
+    return storage::load_prompt_history(c, conversation->id, options_.history_messages, budget,
+                                        *queued);
+  });
+  if (!history) {
+    co_return tl::unexpected(history.error());
+  }
+  auto view = prompt_context_of(*spec, history->messages, "stored");
+  view.run_active = !queued->empty();
+  co_return view;
 }
 
 asio::awaitable<expected<bool>> chat_service::cancel(const std::string& conversation_id,

@@ -74,29 +74,6 @@ std::optional<error> pending_refusal(const conversation_state& st) {
                            st.spec.id, pending)};
 }
 
-/// Cuts `history` to `limit` messages, the oldest first; a compression summary and the
-/// head before it stay (they stand for everything older).
-void trim_history(std::vector<chat_message>& history, std::size_t limit) {
-  if (history.size() <= limit) {
-    return;
-  }
-  auto excess = history.size() - limit;
-  auto from = history.begin();
-  const auto summary = std::find_if(history.begin(), history.end(),
-                                    [](const chat_message& m) { return prompt::is_summary(m); });
-  if (summary != history.end()) {
-    from = summary + 1;
-    excess = std::min<std::size_t>(excess, static_cast<std::size_t>(history.end() - from));
-  }
-  history.erase(from, from + static_cast<std::ptrdiff_t>(excess));
-}
-
-void remember(conversation_self self, chat_message m) {
-  auto& st = self->state;
-  st.history.push_back(std::move(m));
-  trim_history(st.history, st.spec.history_limit);
-}
-
 void schedule_idle(conversation_self self) {
   auto& st = self->state;
   ++st.activity;
@@ -124,13 +101,17 @@ void on_run_done(conversation_self self, run_result result) {
   if (result.compressed_history) {
     // The run compressed the history (its summary is stored): later turns start from it.
     st.history = std::move(*result.compressed_history);
+    st.history_spans = std::move(result.compressed_spans);
+    st.history_spans.resize(st.history.size());
     result.compressed_history.reset();
+    result.compressed_spans.clear();
   }
   // `/compact` and its answer are about the prompt, not part of the conversation's.
   if (result.status == storage::run_status::succeeded &&
       !is_compact_command(st.current_turn.text)) {
-    remember(self, chat_message{chat_role::user, st.current_turn.text, {}, {}, {}});
-    remember(self, chat_message{chat_role::assistant, result.text, {}, {}, {}});
+    remember(self, chat_message{chat_role::user, st.current_turn.text, {}, {}, {}},
+             st.current_turn.message_span);
+    remember(self, chat_message{chat_role::assistant, result.text, {}, {}, {}}, result.answer_span);
   }
   store_artifacts(self, std::move(result));
 }
@@ -174,7 +155,9 @@ void launch(conversation_self self) {
   spec.agent = st.spec.agent;
   spec.provider = st.spec.provider;
   spec.history = st.history;
+  spec.history_spans = st.history_spans;
   spec.objective = st.current_turn.text;
+  spec.objective_span = st.current_turn.message_span;
   spec.compact_only = is_compact_command(st.current_turn.text);
   spec.workspace = st.spec.workspace;
   spec.tool_timeout = st.spec.tool_timeout;
@@ -277,7 +260,8 @@ std::optional<error> admit_store(conversation_state& st, bool recovered) {
 /// when `joins` names a run that takes it (steer, collect), on that run's row. `ack` is
 /// answered once the write committed, so an acknowledged message is never lost.
 void store_turn(conversation_self self, const std::string& run_id, const std::string& joins,
-                const std::string& text, std::optional<caf::response_promise> ack) {
+                const std::string& text, std::optional<caf::response_promise> ack,
+                storage::message_span span) {
   auto& st = self->state;
   storage::message_record message;
   message.conversation_id = st.spec.conversation_row;
@@ -333,8 +317,8 @@ void store_turn(conversation_self self, const std::string& run_id, const std::st
     }
     op = storage::make_write("store the message and its run",
                              [row = std::move(row), message = std::move(message),
-                              conversation_row = std::move(conversation_row)](
-                                 storage::connection& c) -> expected<storage::row_id> {
+                              conversation_row = std::move(conversation_row),
+                              span](storage::connection& c) -> expected<storage::row_id> {
                                auto m = message;
                                auto conversation = conversation_row(c, m);
                                if (!conversation) {
@@ -347,8 +331,13 @@ void store_turn(conversation_self self, const std::string& run_id, const std::st
                                  return id;
                                }
                                m.run_id = *id;
-                               if (auto inserted = storage::insert_message(c, m); !inserted) {
+                               auto inserted = storage::insert_message(c, m);
+                               if (!inserted) {
                                  return tl::unexpected(inserted.error());
+                               }
+                               if (span) {
+                                 // Read by the run's summary write, applied after this one.
+                                 *span = storage::stored_span{*inserted, *inserted};
                                }
                                return *id;
                              });
@@ -408,6 +397,12 @@ void accept(conversation_self self, pending_turn turn,
   const bool durable = stores(st) && !turn.recovered;
   const auto text = turn.text;
   const auto run_id = turn.run_id;
+  // A message that starts a turn of its own records its row for the turn's run.
+  storage::message_span span;
+  if (durable) {
+    span = std::make_shared<storage::stored_span>();
+    turn.message_span = span;
+  }
   // The run that takes this message when it does not get a run of its own.
   std::string joins;
   if (!busy(st)) {
@@ -462,7 +457,7 @@ void accept(conversation_self self, pending_turn turn,
     }
     return;
   }
-  store_turn(self, run_id, joins, text, std::move(ack));
+  store_turn(self, run_id, joins, text, std::move(ack), joins.empty() ? span : nullptr);
 }
 
 conversation_actor::behavior_type conversation_behavior(conversation_self self,
@@ -472,7 +467,11 @@ conversation_actor::behavior_type conversation_behavior(conversation_self self,
     self->state.unstored_row = std::make_shared<storage::row_id>(0);
   }
   self->state.history = std::move(self->state.spec.history);
-  trim_history(self->state.history, self->state.spec.history_limit);
+  for (const auto& span : self->state.spec.history_spans) {
+    self->state.history_spans.push_back(std::make_shared<storage::stored_span>(span));
+  }
+  self->state.spec.history_spans.clear();
+  trim_history(self->state.history, self->state.history_spans, self->state.spec.history_limit);
   schedule_idle(self);
   // Told to exit (shutdown): cancel the active run, so it ends now rather than at its
   // deadline (an actor system waits for every actor before it stops).
@@ -548,6 +547,11 @@ conversation_actor::behavior_type conversation_behavior(conversation_self self,
       },
       [self](subscribe_atom, run_event_sink& subscriber) {
         self->state.subscribers.push_back(std::move(subscriber));
+      },
+      [self](context_atom) -> prompt_context_view {
+        auto view = prompt_context_of(self->state.spec, self->state.history, "live");
+        view.run_active = busy(self->state);
+        return view;
       },
       [self](event_atom, run_event& e) {
         for (const auto& s : self->state.subscribers) {

@@ -52,6 +52,13 @@ registry_shard(homed_typed_actor<shard_state, conversation_shard_actor>* self,
         }
         return conversation;
       },
+      [self](peek_atom, const std::string& id) -> conversation_actor {
+        auto& live = self->state.live;
+        if (auto it = live.find(id); it != live.end()) {
+          return it->second;
+        }
+        return conversation_actor{};
+      },
   };
 }
 

@@ -1,8 +1,9 @@
 #pragma once
 
 // The conversation actor's state, shared by the files that implement it:
-// conversation.cpp (turns, queue policies, runs) and conversation_artifacts.cpp (a run's
-// files copied into the files store). Private to actors/src.
+// conversation.cpp (turns, queue policies, runs), conversation_history.cpp (the history
+// kept between turns and what the next prompt would carry) and conversation_artifacts.cpp
+// (a run's files copied into the files store). Private to actors/src.
 
 #include <cstddef>
 #include <deque>
@@ -44,11 +45,16 @@ struct pending_turn {
   /// Whose memory its run uses (turn_request::memory_user); a turn others joined keeps
   /// its first message's.
   storage::row_id memory_user = 0;
+  /// The stored row of its (first) user message, filled by the write that stores it;
+  /// null when another write stored it (a recovered turn).
+  storage::message_span message_span;
 };
 
 struct conversation_state {
   conversation_spec spec;
   std::vector<chat_message> history;
+  /// Parallel to `history`: the stored rows each message stands for (null: unknown).
+  std::vector<storage::message_span> history_spans;
   std::vector<run_event_sink> subscribers;
   /// The active run (launched with its turn, also while the turn's row is written);
   /// invalid between runs.
@@ -70,6 +76,15 @@ inline bool stores(const conversation_state& st) {
 }
 
 using conversation_self = homed_typed_actor<conversation_state, conversation_actor>*;
+
+/// Cuts `history` to `limit` messages, the oldest first; a compression summary and the
+/// head before it stay (they stand for everything older). `spans` (parallel) is cut
+/// alike (conversation_history.cpp).
+void trim_history(std::vector<chat_message>& history, std::vector<storage::message_span>& spans,
+                  std::size_t limit);
+/// Adds a message to the conversation's history with the stored rows it stands for, then
+/// trims the history to its limit (conversation_history.cpp).
+void remember(conversation_self self, chat_message m, storage::message_span span);
 
 /// Ends the current turn with `result`: answers its waiters and starts the next turn.
 void end_turn(conversation_self self, run_result result);

@@ -84,9 +84,10 @@ memory_writer(memory_writer_self self, storage::row_id user, store_writer_actor 
       [self](write_atom, storage::memory_change& change) -> caf::result<memory_write_reply> {
         auto& s = self->state;
         const auto number = ++s.next;
-        const auto conversation = change.what == storage::memory_change::action::propose
-                                      ? change.proposal.conversation_id.value_or(0)
-                                      : 0;
+        auto conversation = change.conversation;
+        if (conversation == 0 && change.what == storage::memory_change::action::propose) {
+          conversation = change.proposal.conversation_id.value_or(0);
+        }
         s.pending.emplace(number, conversation);
         ++s.generation;
         auto promise = self->make_response_promise<memory_write_reply>();
@@ -148,7 +149,8 @@ memory_service::memory_service(caf::actor_system& system, store_writer_actor sto
                                memory_service_options options)
     : system_(system), store_(std::move(store)), reads_(std::move(reads)),
       pool_(pool ? std::move(pool) : tools::blocking_pool::shared_default()), options_(options),
-      registry_(std::make_shared<detail::memory_writer_registry>()) {}
+      registry_(std::make_shared<detail::memory_writer_registry>()),
+      presence_(std::make_shared<detail::memory_presence>()) {}
 
 memory_service::~memory_service() {
   stop();
@@ -167,8 +169,27 @@ memory_writer_actor memory_service::writer(storage::row_id user) {
   return slot;
 }
 
+namespace {
+
+/// A write of `user` begins or ends: the user may have memories now.
+void touch_presence(detail::memory_presence& presence, storage::row_id user) {
+  std::lock_guard lock(presence.mutex);
+  ++presence.writes[user];
+  presence.without.erase(user);
+}
+
+} // namespace
+
 boost::asio::awaitable<expected<storage::memory_write_result>>
 memory_service::write(storage::row_id user, storage::memory_change change) {
+  touch_presence(*presence_, user);
+  auto written = co_await write_through(user, std::move(change));
+  touch_presence(*presence_, user);
+  co_return written;
+}
+
+boost::asio::awaitable<expected<storage::memory_write_result>>
+memory_service::write_through(storage::row_id user, storage::memory_change change) {
   // A writer that passivated between the lookup and the message drops it unread: ask
   // again, of the writer spawned in its place.
   for (int attempt = 0;; ++attempt) {
@@ -229,8 +250,25 @@ memory_service::search_messages(storage::search_query q) {
   co_return co_await std::move(reading);
 }
 
+bool memory_service::known_without_memories(storage::row_id user) const {
+  std::lock_guard lock(presence_->mutex);
+  return presence_->without.contains(user);
+}
+
 boost::asio::awaitable<expected<memory::rendered_block>>
 memory_service::recall(memory_recall_request request) {
+  const auto user = request.user;
+  std::uint64_t writes = 0;
+  {
+    std::lock_guard lock(presence_->mutex);
+    if (presence_->without.contains(user)) {
+      co_return memory::rendered_block{};
+    }
+    if (auto it = presence_->writes.find(user); it != presence_->writes.end()) {
+      writes = it->second;
+    }
+  }
+  recall_reads_.fetch_add(1, std::memory_order_relaxed);
   auto limits = request.limits;
   storage::recall_query q;
   q.user_id = request.user;
@@ -238,11 +276,20 @@ memory_service::recall(memory_recall_request request) {
   q.text = std::move(request.objective);
   q.max_items = limits.max_items;
   q.max_pinned = limits.max_pinned;
-  auto reading = read<memory::rendered_block>(
-      [q = std::move(q), limits](storage::connection& c) -> expected<memory::rendered_block> {
+  // The block, and whether the user has no active item at all.
+  using recalled = std::pair<memory::rendered_block, bool>;
+  auto reading =
+      read<recalled>([q = std::move(q), limits](storage::connection& c) -> expected<recalled> {
         auto found = storage::recall_memories(c, q);
         if (!found) {
           return tl::unexpected(found.error());
+        }
+        if (found->ranked.empty() && found->pinned.empty()) {
+          auto any = storage::has_active_memories(c, q.user_id);
+          if (!any) {
+            return tl::unexpected(any.error());
+          }
+          return recalled{memory::rendered_block{}, !*any};
         }
         const auto to_block = [](const std::vector<storage::memory_item_record>& items) {
           std::vector<memory::block_item> out;
@@ -254,9 +301,21 @@ memory_service::recall(memory_recall_request request) {
         };
         const auto ranked = to_block(found->ranked);
         const auto pinned = to_block(found->pinned);
-        return memory::render_block(ranked, pinned, limits);
+        return recalled{memory::render_block(ranked, pinned, limits), false};
       });
-  co_return co_await std::move(reading);
+  auto read_back = co_await std::move(reading);
+  if (!read_back) {
+    co_return tl::unexpected(read_back.error());
+  }
+  if (read_back->second) {
+    // Known empty from now on, unless a write of the user began or ended meanwhile.
+    std::lock_guard lock(presence_->mutex);
+    const auto it = presence_->writes.find(user);
+    if ((it == presence_->writes.end() ? 0 : it->second) == writes) {
+      presence_->without.insert(user);
+    }
+  }
+  co_return std::move(read_back->first);
 }
 
 std::size_t memory_service::live_writers() const {

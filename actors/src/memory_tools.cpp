@@ -97,6 +97,7 @@ asio::awaitable<tools::tool_result> propose(std::shared_ptr<memory_service> memo
     co_return bad_arguments(valid.error());
   }
   storage::memory_change change;
+  change.conversation = context.conversation_row;
   change.proposal = std::move(p);
   auto writing = memory->write(context.user_row, std::move(change));
   auto done = co_await std::move(writing);
@@ -186,6 +187,7 @@ asio::awaitable<tools::tool_result> read_or_forget(std::shared_ptr<memory_servic
   }
   storage::memory_change change;
   change.what = storage::memory_change::action::forget;
+  change.conversation = context.conversation_row;
   change.patch.id = item->id;
   change.patch.user_id = user;
   change.patch.actor = fmt::format("run:{}", context.run_id);

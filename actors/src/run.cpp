@@ -56,9 +56,10 @@ void finish_run(run_self self, storage::run_status status, std::string text, std
   st.result.model = st.model;
   st.result.artifacts = st.ledger.artifacts();
   if (st.compressed) {
-    st.result.compressed_history.emplace(
-        st.messages.begin(), st.messages.begin() + static_cast<std::ptrdiff_t>(std::min(
-                                                       st.objective_index, st.messages.size())));
+    const auto end = static_cast<std::ptrdiff_t>(std::min(st.objective_index, st.messages.size()));
+    st.result.compressed_history.emplace(st.messages.begin(), st.messages.begin() + end);
+    st.spans.resize(st.messages.size());
+    st.result.compressed_spans.assign(st.spans.begin(), st.spans.begin() + end);
   }
   json_writer w;
   w.begin_object();
@@ -85,7 +86,7 @@ void finish_run(run_self self, storage::run_status status, std::string text, std
   }
   if (status == storage::run_status::succeeded) {
     chat_message final_message{chat_role::assistant, st.result.text, {}, {}, {}};
-    persist_message(self, final_message, &st.result.usage);
+    st.result.answer_span = persist_message(self, final_message, &st.result.usage);
   }
   if (st.spec.row_pending) {
     // Reported once the row is written (on_run_row), after the writes made before it.
@@ -204,17 +205,18 @@ void start_run(run_self self) {
   st.budget = harness::correction_budget(st.contract.max_correction_attempts);
   st.client = std::make_shared<net::provider_client>(*st.spec.io.http, st.spec.provider);
   st.messages = st.spec.history;
+  st.spans = st.spec.history_spans;
+  st.spans.resize(st.messages.size());
   if (!st.spec.row_inserted_running) {
     write_with_row(self, [](storage::row_id run_row, storage::row_id) {
       return storage::set_run_status_op(run_row, storage::run_status::running);
     });
   }
   chat_message user{chat_role::user, st.spec.objective, {}, {}, {}};
-  if (st.spec.persist_user_message) {
-    persist_message(self, user);
-  }
+  auto objective_span =
+      st.spec.persist_user_message ? persist_message(self, user) : st.spec.objective_span;
   st.objective_index = st.messages.size();
-  st.messages.push_back(std::move(user));
+  add_message(st, std::move(user), std::move(objective_span));
   {
     json_writer w;
     w.begin_object().key("agent").value(st.spec.agent.name).key("model").value(st.model);
@@ -230,10 +232,7 @@ void start_run(run_self self) {
   }
   st.tools = std::move(*resolved);
   st.tool_defs = offered_tools(*st.tools, st.spec.blocked_tools);
-  for (const auto& d : st.tool_defs) {
-    st.tool_tokens += prompt::estimate_tokens(d.name) + prompt::estimate_tokens(d.description) +
-                      prompt::estimate_tokens(d.parameters_json);
-  }
+  st.tool_tokens = tool_definition_tokens(st.tool_defs);
   if (st.contract.require_plan) {
     st.plan = harness::plan_state::bootstrap(st.contract);
     if (!st.plan.empty()) {
@@ -303,6 +302,23 @@ run_actor::behavior_type run_behavior(run_self self, run_spec spec, run_event_si
 } // namespace
 
 } // namespace detail
+
+std::size_t tool_definition_tokens(const std::vector<tool_definition>& tools) {
+  std::size_t n = 0;
+  for (const auto& d : tools) {
+    n += prompt::estimate_tokens(d.name) + prompt::estimate_tokens(d.description) +
+         prompt::estimate_tokens(d.parameters_json);
+  }
+  return n;
+}
+
+expected<std::vector<tool_definition>> offered_tool_definitions(const run_spec& spec) {
+  auto resolved = detail::resolve_tools(spec);
+  if (!resolved) {
+    return tl::unexpected(resolved.error());
+  }
+  return detail::offered_tools(**resolved, spec.blocked_tools);
+}
 
 run_actor spawn_run(caf::actor_system& system, run_spec spec, run_event_sink subscriber) {
   return system.spawn(detail::run_behavior, std::move(spec), std::move(subscriber));

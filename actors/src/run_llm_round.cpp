@@ -131,8 +131,8 @@ void on_llm_outcome(run_self self, completion_outcome out) {
       } else if (gate.what == gate_result::kind::failed) {
         fail_run(self, std::move(gate.text));
       } else {
-        st.messages.push_back(chat_message{chat_role::assistant, out.answer.text, {}, {}, {}});
-        st.messages.push_back(chat_message{chat_role::user, std::move(gate.text), {}, {}, {}});
+        add_message(st, chat_message{chat_role::assistant, out.answer.text, {}, {}, {}});
+        add_message(st, chat_message{chat_role::user, std::move(gate.text), {}, {}, {}});
         next_round(self);
       }
       return;
@@ -152,7 +152,7 @@ void on_llm_outcome(run_self self, completion_outcome out) {
     fail_run(self, std::move(d.failure_message));
     return;
   }
-  st.messages.push_back(chat_message{chat_role::user, std::move(d.prompt), {}, {}, {}});
+  add_message(st, chat_message{chat_role::user, std::move(d.prompt), {}, {}, {}});
   next_round(self);
 }
 
@@ -175,7 +175,7 @@ void next_round(run_self self) {
   st.candidate_streamed = false;
   for (auto& text : st.steered) {
     // The conversation stored the steering message when it accepted it.
-    st.messages.push_back(chat_message{chat_role::user, std::move(text), {}, {}, {}});
+    add_message(st, chat_message{chat_role::user, std::move(text), {}, {}, {}});
   }
   st.steered.clear();
   // The history is compressed first when it has grown past the trigger.

@@ -1,7 +1,8 @@
 // The run's memory block (issue 15): before the first LLM round, the user's memories
 // that match the objective are recalled on the blocking pool (memory_service::recall),
 // rendered into the `memory_context` slot of the system message, and every item that
-// entered the prompt gets a `used` evidence row naming this run.
+// entered the prompt gets a `used` evidence row naming this run. A user the memory
+// service knows to have no active item is not recalled at all.
 
 #include <memory>
 #include <utility>
@@ -52,7 +53,9 @@ void on_recalled(run_self self, memory::rendered_block block) {
 void recall_memory(run_self self) {
   auto& st = self->state;
   const auto& spec = st.spec;
-  if (!spec.io.memory || !spec.agent.memory || spec.memory_owner() == 0 || spec.depth > 0) {
+  // A user known to have no memory costs nothing: no hop to the blocking pool.
+  if (!spec.io.memory || !spec.agent.memory || spec.memory_owner() == 0 || spec.depth > 0 ||
+      spec.io.memory->known_without_memories(spec.memory_owner())) {
     next_round(self);
     return;
   }

@@ -138,11 +138,12 @@ void record_step(run_self self, std::string kind, std::string name, std::string 
   });
 }
 
-void persist_message(run_self self, const chat_message& m, const token_usage* usage) {
+storage::message_span persist_message(run_self self, const chat_message& m,
+                                      const token_usage* usage) {
   auto& st = self->state;
   // A run of a conversation created with it learns the conversation's row with its own.
   if ((st.spec.conversation_row == 0 && !st.spec.row_pending) || !persists(st)) {
-    return;
+    return {};
   }
   storage::message_record r;
   r.role = std::string(to_string(m.role));
@@ -156,17 +157,22 @@ void persist_message(run_self self, const chat_message& m, const token_usage* us
     r.completion_tokens = static_cast<std::int64_t>(usage->completion_tokens);
   }
   r.created_at = unix_millis_now();
-  write_with_row(
-      self, [r = std::move(r)](storage::row_id run_row, storage::row_id conversation_row) mutable {
-        r.run_id = run_row;
-        r.conversation_id = conversation_row;
-        return storage::append_message_op(std::move(r));
-      });
+  auto span = std::make_shared<storage::stored_span>();
+  write_with_row(self, [r = std::move(r), span](storage::row_id run_row,
+                                                storage::row_id conversation_row) mutable {
+    r.run_id = run_row;
+    r.conversation_id = conversation_row;
+    auto op = storage::append_message_op(std::move(r));
+    // On the writer's thread: later writes (a compression summary) read the row.
+    op.applied = [span](std::int64_t id) { *span = storage::stored_span{id, id}; };
+    return op;
+  });
+  return span;
 }
 
 void push_message(run_self self, chat_message m) {
-  persist_message(self, m);
-  self->state.messages.push_back(std::move(m));
+  auto span = persist_message(self, m);
+  add_message(self->state, std::move(m), std::move(span));
 }
 
 } // namespace troupe::actors::detail

@@ -84,6 +84,9 @@ struct run_state {
   harness::loop_guard guard;
   std::shared_ptr<net::provider_client> client;
   std::vector<chat_message> messages;
+  /// Parallel to `messages`: the stored rows each stands for (null: not stored). Kept in
+  /// step by `add_message`; compression reads it to record its summary's range.
+  std::vector<storage::message_span> spans;
   std::vector<tool_definition> tool_defs;
   /// The run's tools, resolved once when it starts (sub-agents share their parent's).
   std::shared_ptr<const tools::tool_snapshot> tools;
@@ -135,6 +138,13 @@ struct run_state {
 
 /// The run actor as its own code sees it.
 using run_self = homed_typed_actor<run_state, run_actor>*;
+
+/// Adds a message to the run's conversation with the stored rows it stands for.
+inline void add_message(run_state& st, chat_message m, storage::message_span span = {}) {
+  st.spans.resize(st.messages.size());
+  st.messages.push_back(std::move(m));
+  st.spans.push_back(std::move(span));
+}
 
 // -- run.cpp: the run's end ------------------------------------------------------------
 
@@ -235,7 +245,10 @@ void on_run_row(run_self self, storage::row_id row, storage::row_id conversation
 bool persists(const run_state& st);
 void record_step(run_self self, std::string kind, std::string name, std::string status,
                  std::string input_json, std::string output_json);
-void persist_message(run_self self, const chat_message& m, const token_usage* usage = nullptr);
+/// Stores a message of the run; returns its span, filled by the write (null when the run
+/// stores nothing).
+storage::message_span persist_message(run_self self, const chat_message& m,
+                                      const token_usage* usage = nullptr);
 /// Persists a message and adds it to the run's conversation.
 void push_message(run_self self, chat_message m);
 std::string tool_calls_json(const std::vector<tool_call>& calls);

@@ -330,7 +330,7 @@ void end_tool_round(run_self self) {
       warnings += "\n- " + v.message;
     }
     // Shown to the model with the next round (not persisted: it is the harness talking).
-    st.messages.push_back(chat_message{chat_role::user, std::move(warnings), {}, {}, {}});
+    add_message(st, chat_message{chat_role::user, std::move(warnings), {}, {}, {}});
   }
   st.calls.clear();
   next_round(self);

@@ -1,7 +1,9 @@
 // The /api/v1 conversations routes (the caller's own): list, read, messages (with each
 // run's steps on request) and delete.
 
+#include <algorithm>
 #include <map>
+#include <optional>
 
 #include <fmt/format.h>
 
@@ -157,46 +159,84 @@ asio::awaitable<http_response> conversation_messages(state_ptr state, request_co
                         });
 }
 
-/// What the conversation's next prompt would carry of its history (issue 16): the
-/// summary it starts from, the messages kept, and their estimate. Only the prompt is
-/// compressed: `/messages` lists every message.
+/// What the conversation's next prompt would carry (issue 16): the summary it starts
+/// from, the messages kept, and the estimate of each part. Asked of the live
+/// conversation when it is in memory (what its next run starts from), else rebuilt from
+/// the database as it would load. Only the prompt is compressed: `/messages` lists every
+/// message.
 asio::awaitable<http_response> conversation_context(state_ptr state, request_context& ctx,
                                                     api_caller caller) {
   auto conv = own_conversation(state, ctx, caller);
   if (!conv) {
     co_return not_found("conversation");
   }
-  auto queued = read(state, [&](auto& c) { return storage::queued_run_ids(c, conv->id); });
-  if (!queued) {
-    co_return error_response(queued.error());
+  actors::prompt_context_view view;
+  if (state->chat) {
+    auto asking = state->chat->context(conv->uuid);
+    auto asked = co_await std::move(asking);
+    if (!asked) {
+      co_return error_response(asked.error());
+    }
+    view = std::move(*asked);
+  } else {
+    // No chat service (a node that runs no agents): the stored history alone.
+    auto queued = read(state, [&](auto& c) { return storage::queued_run_ids(c, conv->id); });
+    if (!queued) {
+      co_return error_response(queued.error());
+    }
+    auto history = read(state, [&](auto& c) {
+      return storage::load_prompt_history(c, conv->id, state->history_messages,
+                                          state->history_max_tokens, *queued);
+    });
+    if (!history) {
+      co_return error_response(history.error());
+    }
+    view.source = "stored";
+    view.messages = std::move(history->messages);
+    view.history_tokens = history->estimated_tokens;
+    view.estimated_tokens = history->estimated_tokens;
   }
-  auto history = read(state, [&](auto& c) {
-    return storage::load_prompt_history(c, conv->id, state->history_messages,
-                                        state->history_max_tokens, *queued);
-  });
-  if (!history) {
-    co_return error_response(history.error());
+  const bool summarised = std::any_of(view.messages.begin(), view.messages.end(),
+                                      [](const chat_message& m) { return prompt::is_summary(m); });
+  std::optional<storage::context_summary_record> summary;
+  if (summarised) {
+    auto latest =
+        read(state, [&](auto& c) { return storage::latest_context_summary(c, conv->id); });
+    if (!latest) {
+      co_return error_response(latest.error());
+    }
+    summary = std::move(*latest);
   }
   json_writer w;
   w.begin_object().key("conversation_id").value(conv->uuid);
+  w.key("source").value(view.source).key("run_active").value(view.run_active);
   w.key("summary");
-  if (history->summary) {
-    const auto& s = *history->summary;
+  if (summary) {
+    const auto& s = *summary;
     w.begin_object().key("text").value(s.summary);
     w.key("tokens").value(prompt::estimate_tokens(s.summary));
     w.key("messages_covered").value(s.covered_messages);
-    w.key("tokens_before").value(s.tokens_before).key("model").value(s.model);
+    w.key("first_message_id").value(s.first_message_id);
+    w.key("last_message_id").value(s.last_message_id);
+    w.key("tokens_before").value(s.tokens_before).key("tokens_after").value(s.tokens_after);
+    w.key("model").value(s.model);
     w.key("created_at").value(s.created_at).end_object();
   } else {
     w.value(nullptr);
   }
   w.key("messages").begin_array();
-  for (const auto& m : history->messages) {
+  for (const auto& m : view.messages) {
     w.begin_object().key("role").value(to_string(m.role)).key("content").value(m.content);
     w.key("summary").value(prompt::is_summary(m)).end_object();
   }
   w.end_array();
-  w.key("estimated_tokens").value(history->estimated_tokens);
+  w.key("history_tokens").value(view.history_tokens);
+  w.key("system_tokens").value(view.system_tokens);
+  w.key("tool_tokens").value(view.tool_tokens);
+  w.key("estimated_tokens").value(view.estimated_tokens);
+  w.key("memory_max_chars").value(view.memory_max_chars);
+  w.key("context_window").value(view.context_window);
+  w.key("compression_trigger_tokens").value(view.compression_trigger_tokens);
   w.key("history_max_tokens").value(state->history_max_tokens);
   w.end_object();
   co_return http_response::json(200, std::move(w).str());

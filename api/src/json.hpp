@@ -54,6 +54,10 @@ public:
   }
   /// The 400 answer for the first problem.
   net::http_response error_response() const;
+  /// The first problem ("<field>: <what>"), empty when none.
+  std::string_view problem() const noexcept {
+    return error_;
+  }
 
 private:
   /// Keeps `e`'s message when it is the first problem; answers nullopt for the getters.

@@ -243,22 +243,25 @@ asio::awaitable<http_response> list_memories(state_ptr state, request_context& c
                         });
 }
 
-asio::awaitable<http_response> create_memory(state_ptr state, request_context& ctx,
-                                             api_caller caller) {
-  std::optional<http_response> bad;
-  auto user = target_user(state, ctx, caller, bad);
-  if (!user) {
-    co_return *bad;
+/// Reads a memory's fields from `body` into `p` (problems are kept in `body`); an import
+/// item may also name its `id`.
+void read_proposal(const state_ptr& state, json_body& body, storage::memory_proposal& p,
+                   bool import) {
+  if (import) {
+    body.only({"id", "scope", "kind", "key", "content", "summary", "importance", "confidence",
+               "sensitivity", "pinned", "expires_at", "agent", "status"});
+  } else {
+    body.only({"scope", "kind", "key", "content", "summary", "importance", "confidence",
+               "sensitivity", "pinned", "expires_at", "agent", "status"});
   }
-  json_body body(ctx.request().body);
-  body.only({"scope", "kind", "key", "content", "summary", "importance", "confidence",
-             "sensitivity", "pinned", "expires_at", "agent", "status"});
-  storage::memory_proposal p;
   p.uuid = new_uuid();
-  p.user_id = *user;
-  p.actor = actor_of(caller);
-  p.source = "api";
   p.active = true;
+  if (auto v = body.text("id", false, 64)) {
+    if (v->empty()) {
+      body.invalid("id", "must not be empty");
+    }
+    p.uuid = *v;
+  }
   if (auto v = body.text("scope")) {
     p.scope = *v;
   }
@@ -301,6 +304,21 @@ asio::awaitable<http_response> create_memory(state_ptr state, request_context& c
       body.invalid("agent", "no such agent");
     }
   }
+}
+
+asio::awaitable<http_response> create_memory(state_ptr state, request_context& ctx,
+                                             api_caller caller) {
+  std::optional<http_response> bad;
+  auto user = target_user(state, ctx, caller, bad);
+  if (!user) {
+    co_return *bad;
+  }
+  json_body body(ctx.request().body);
+  storage::memory_proposal p;
+  read_proposal(state, body, p, false);
+  p.user_id = *user;
+  p.actor = actor_of(caller);
+  p.source = "api";
   if (!body.ok()) {
     co_return body.error_response();
   }
@@ -320,6 +338,89 @@ asio::awaitable<http_response> create_memory(state_ptr state, request_context& c
   const bool created = done->outcome == storage::memory_outcome::created ||
                        done->outcome == storage::memory_outcome::superseded;
   co_return change_answer(state, created ? 201 : 200, *done);
+}
+
+/// The most items one import may carry.
+constexpr std::size_t max_import_items = 200;
+
+/// `POST /api/v1/memories/import`: `{"items":[…]}`, each item as the body of a POST (and
+/// an optional `id` to keep), for the caller or `?user=`. Every item is checked first (a
+/// malformed one: 400, nothing written); then each is written in order through the
+/// user's memory writer under the usual rules, its first revision `imported`, and the
+/// answer lists what each did.
+asio::awaitable<http_response> import_memories(state_ptr state, request_context& ctx,
+                                               api_caller caller) {
+  std::optional<http_response> bad;
+  auto user = target_user(state, ctx, caller, bad);
+  if (!user) {
+    co_return *bad;
+  }
+  json_body body(ctx.request().body);
+  body.only({"items"});
+  simdjson::dom::array items;
+  if (auto e = body.element("items"); !e) {
+    body.invalid("items", "is required");
+  } else if (e->get_array().get(items) != simdjson::SUCCESS) {
+    body.invalid("items", "must be an array of memories");
+  } else if (items.size() == 0 || items.size() > max_import_items) {
+    body.invalid("items", fmt::format("must hold 1 to {} memories", max_import_items));
+  }
+  if (!body.ok()) {
+    co_return body.error_response();
+  }
+  std::vector<storage::memory_proposal> proposals;
+  std::size_t index = 0;
+  for (auto item : items) {
+    json_body one(simdjson::to_string(item));
+    storage::memory_proposal p;
+    read_proposal(state, one, p, true);
+    p.user_id = *user;
+    p.actor = actor_of(caller);
+    p.source = "import";
+    p.imported = true;
+    const auto where = fmt::format("items[{}]", index);
+    if (!one.ok()) {
+      co_return http_response::error(400, "invalid_argument",
+                                     fmt::format("{}.{}", where, one.problem()));
+    }
+    if (auto valid = storage::validate_proposal(p); !valid) {
+      co_return http_response::error(400, "invalid_argument",
+                                     fmt::format("{}.{}", where, valid.error().message));
+    }
+    proposals.push_back(std::move(p));
+    ++index;
+  }
+  json_writer w;
+  w.begin_object().key("results").begin_array();
+  std::size_t written = 0;
+  for (std::size_t i = 0; i < proposals.size(); ++i) {
+    storage::memory_change change;
+    change.proposal = std::move(proposals[i]);
+    auto writing = apply_change(state, *user, std::move(change));
+    auto done = co_await std::move(writing);
+    w.begin_object().key("index").value(i);
+    if (!done) {
+      w.key("outcome").value("failed");
+      w.key("error").begin_object().key("code").value(to_string(done.error().code));
+      w.key("message").value(done.error().message).end_object();
+    } else if (done->refusal) {
+      w.key("outcome").value("refused");
+      w.key("reason").value(memory::to_string(done->refusal->reason));
+      w.key("message").value(done->refusal->message);
+    } else {
+      w.key("outcome").value(storage::to_string(done->outcome));
+      w.key("memory");
+      write_memory(w, done->item, uuid_of(state, done->item.superseded_by));
+      if (done->outcome == storage::memory_outcome::created ||
+          done->outcome == storage::memory_outcome::superseded) {
+        ++written;
+      }
+    }
+    w.end_object();
+  }
+  w.end_array();
+  w.key("count").value(proposals.size()).key("imported").value(written).end_object();
+  co_return http_response::json(200, std::move(w).str());
 }
 
 asio::awaitable<http_response> get_memory(state_ptr state, request_context& ctx,
@@ -406,12 +507,16 @@ asio::awaitable<http_response> memory_revisions(state_ptr state, request_context
   if (!item) {
     co_return not_found("memory");
   }
-  auto rows = read(state, [&](auto& c) { return storage::list_memory_revisions(c, item->id); });
-  if (!rows) {
-    co_return error_response(rows.error());
+  storage::page p;
+  if (auto wrong = read_page(ctx.request(), p)) {
+    co_return *wrong;
   }
-  const storage::page all{static_cast<std::int64_t>(rows->size()), 0};
-  co_return page_answer(*rows, static_cast<std::int64_t>(rows->size()), all,
+  auto rows = read(state, [&](auto& c) { return storage::list_memory_revisions(c, item->id, p); });
+  auto total = read(state, [&](auto& c) { return storage::count_memory_revisions(c, item->id); });
+  if (!rows || !total) {
+    co_return error_response(!rows ? rows.error() : total.error());
+  }
+  co_return page_answer(*rows, total->count, p,
                         [](json_writer& w, const storage::memory_revision_record& r) {
                           w.begin_object();
                           w.key("id").value(r.id);
@@ -431,14 +536,17 @@ asio::awaitable<http_response> memory_evidence(state_ptr state, request_context&
   if (!item) {
     co_return not_found("memory");
   }
-  auto rows = read(state, [&](auto& c) { return storage::list_memory_evidence(c, item->id); });
-  if (!rows) {
-    co_return error_response(rows.error());
+  storage::page p;
+  if (auto wrong = read_page(ctx.request(), p)) {
+    co_return *wrong;
   }
-  const storage::page all{static_cast<std::int64_t>(rows->size()), 0};
+  auto rows = read(state, [&](auto& c) { return storage::list_memory_evidence(c, item->id, p); });
+  auto total = read(state, [&](auto& c) { return storage::count_memory_evidence(c, item->id); });
+  if (!rows || !total) {
+    co_return error_response(!rows ? rows.error() : total.error());
+  }
   co_return page_answer(
-      *rows, static_cast<std::int64_t>(rows->size()), all,
-      [&](json_writer& w, const storage::memory_evidence_record& e) {
+      *rows, total->count, p, [&](json_writer& w, const storage::memory_evidence_record& e) {
         w.begin_object();
         w.key("id").value(e.id);
         w.key("relation").value(e.relation);
@@ -481,6 +589,7 @@ void add_memory_routes(route_table& routes) {
   using net::http_method;
   routes.add(http_method::get, "/api/v1/memories", api_access::user, &list_memories);
   routes.add(http_method::post, "/api/v1/memories", api_access::user, &create_memory);
+  routes.add(http_method::post, "/api/v1/memories/import", api_access::user, &import_memories);
   routes.add(http_method::get, "/api/v1/memories/{id}", api_access::user, &get_memory);
   routes.add(http_method::patch, "/api/v1/memories/{id}", api_access::user, &patch_memory);
   routes.add(http_method::del, "/api/v1/memories/{id}", api_access::user, &delete_memory);

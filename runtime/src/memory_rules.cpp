@@ -375,13 +375,18 @@ bool is_near_duplicate(std::string_view a, std::string_view b) {
   return similarity(a, b) >= near_duplicate_threshold;
 }
 
-bool restates(std::string_view proposal, std::string_view recalled) {
+bool restates(std::string_view proposal, std::string_view recalled, bool same_key) {
   const auto wp = word_set(proposal);
   const auto wr = word_set(recalled);
   if (wp.empty() || wr.empty()) {
     return false;
   }
   const auto common = shared_words(wp, wr);
+  if (same_key) {
+    // A new value of the recalled key ("editor: vim" -> "editor: not vim anymore, now
+    // helix") holds the old words and more: only one that adds nothing restates it.
+    return common == wp.size() || set_similarity(wp, wr) >= near_duplicate_threshold;
+  }
   // One set inside the other, or close enough.
   return common == wp.size() || common == wr.size() || set_similarity(wp, wr) >= recalled_threshold;
 }

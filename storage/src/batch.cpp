@@ -51,8 +51,12 @@ apply_optimistically(connection& c, std::span<const write_op> ops) {
         (void)tx->rollback();
         return std::nullopt;
       }
-      for (const auto id : *ids) {
-        results.emplace_back(id);
+      const auto first = i - ids->size();
+      for (std::size_t k = 0; k < ids->size(); ++k) {
+        if (ops[first + k].applied) {
+          ops[first + k].applied((*ids)[k]);
+        }
+        results.emplace_back((*ids)[k]);
       }
       continue;
     }
@@ -60,6 +64,9 @@ apply_optimistically(connection& c, std::span<const write_op> ops) {
     if (!r) {
       (void)tx->rollback();
       return std::nullopt;
+    }
+    if (ops[i].applied) {
+      ops[i].applied(*r);
     }
     results.push_back(std::move(r));
     ++i;
@@ -100,6 +107,8 @@ std::vector<expected<std::int64_t>> apply_with_savepoints(connection& c,
     }
     if (!r) {
       r.error().message = fmt::format("{}: {}", op.what, r.error().message);
+    } else if (op.applied) {
+      op.applied(*r);
     }
     results.push_back(std::move(r));
   }

@@ -316,15 +316,18 @@ bool connection::in_transaction() const noexcept {
   return db_ != nullptr && sqlite3_get_autocommit(db_) == 0;
 }
 
-bool connection::has_table(std::string_view name) {
-  // A look into the parsed schema (no statement): cheap enough for every insert.
-  const std::string table(name);
-  return sqlite3_table_column_metadata(db_, "main", table.c_str(), nullptr, nullptr, nullptr,
-                                       nullptr, nullptr, nullptr) == SQLITE_OK;
-}
-
 bool connection::fts5_available() noexcept {
   return sqlite3_compileoption_used("ENABLE_FTS5") == 1;
+}
+
+bool connection::has_table(const std::string& name) const noexcept {
+  if (db_ == nullptr) {
+    return false;
+  }
+  // No column named: SQLITE_OK exactly when the table exists (it loads the schema when
+  // the connection has not read it yet).
+  return sqlite3_table_column_metadata(db_, "main", name.c_str(), nullptr, nullptr, nullptr,
+                                       nullptr, nullptr, nullptr) == SQLITE_OK;
 }
 
 // --- transaction ---

@@ -71,9 +71,24 @@ expected<void> add_source(connection& c, row_id id, const memory_proposal& p, st
   if (!p.conversation_id && !p.message_id && !p.run_id && p.source.empty()) {
     return {};
   }
+  auto message = p.message_id;
+  if (!message && p.run_id && p.conversation_id) {
+    // A run's proposal comes from the message that started the run: its user message
+    // (stored before any write of the run, so it is there in this transaction). Found
+    // through the conversation's index: messages have none by run.
+    auto first = c.query_int("SELECT IFNULL((SELECT id FROM messages WHERE conversation_id = ? "
+                             "AND run_id = ? AND role = 'user' ORDER BY id LIMIT 1), 0)",
+                             *p.conversation_id, *p.run_id);
+    if (!first) {
+      return tl::unexpected(first.error());
+    }
+    if (*first != 0) {
+      message = *first;
+    }
+  }
   return c.run("INSERT INTO memory_evidence (memory_id, relation, conversation_id, message_id, "
                "run_id, source, created_at) VALUES (?, 'source', ?, ?, ?, ?, ?)",
-               id, p.conversation_id, p.message_id, p.run_id, p.source, t);
+               id, p.conversation_id, message, p.run_id, p.source, t);
 }
 
 // Marks `id` superseded by `successor` (in two steps: the successor's insert needs the
@@ -177,6 +192,13 @@ expected<memory_write_result> propose(connection& c, memory_proposal p) {
   if (auto valid = validate_proposal(p); !valid) {
     return tl::unexpected(valid.error());
   }
+  auto taken = c.query_int("SELECT count(*) FROM memory_items WHERE uuid = ?", p.uuid);
+  if (!taken) {
+    return tl::unexpected(taken.error());
+  }
+  if (*taken != 0) {
+    return fail(errc::conflict, fmt::format("id: a memory with id {} exists already", p.uuid));
+  }
   if (p.scope == "user") {
     // A user-wide memory belongs to no agent; the natural key says so.
     p.agent_id.reset();
@@ -193,7 +215,7 @@ expected<memory_write_result> propose(connection& c, memory_proposal p) {
       return tl::unexpected(used.error());
     }
     for (auto& m : *used) {
-      if (memory::restates(p.content, m.content)) {
+      if (memory::restates(p.content, m.content, same_key(m, p))) {
         memory_write_result r;
         r.outcome = memory_outcome::recalled;
         r.item = std::move(m);
@@ -280,7 +302,7 @@ expected<memory_write_result> propose(connection& c, memory_proposal p) {
     return tl::unexpected(inserted.error());
   }
   const auto id = c.last_insert_id();
-  if (auto ok = add_revision(c, id, "created", p.actor, t); !ok) {
+  if (auto ok = add_revision(c, id, p.imported ? "imported" : "created", p.actor, t); !ok) {
     return tl::unexpected(ok.error());
   }
   for (const auto& old : replaced) {
@@ -867,13 +889,20 @@ expected<void> record_memory_use(connection& c, std::span<const row_id> memory_i
   return {};
 }
 
-expected<bool> has_memory_index(connection& c) {
-  auto n = c.query_int(
-      "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'memory_fts'");
+expected<bool> has_active_memories(connection& c, row_id user_id) {
+  auto n = c.query_int("SELECT EXISTS (SELECT 1 FROM memory_items "
+                       "WHERE user_id = ? AND status = 'active')",
+                       user_id);
   if (!n) {
     return tl::unexpected(n.error());
   }
-  return *n > 0;
+  return *n != 0;
+}
+
+expected<bool> has_memory_index(connection& c) {
+  // The parsed schema, not a query of sqlite_master: recall asks on every run.
+  static const std::string name = "memory_fts";
+  return c.has_table(name);
 }
 
 expected<bool> ensure_memory_index(connection& c) {

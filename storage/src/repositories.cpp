@@ -713,6 +713,28 @@ expected<page_total> count_of(connection& c, std::string_view sql, auto... args)
 
 } // namespace
 
+expected<std::vector<memory_revision_record>> list_memory_revisions(connection& c, row_id memory_id,
+                                                                    page p) {
+  static const auto sql = select(revision_columns, "memory_revisions",
+                                 "WHERE memory_id = ? ORDER BY id LIMIT ? OFFSET ?");
+  return query_all<memory_revision_record>(c, sql, read_revision, memory_id, p.limit, p.offset);
+}
+
+expected<page_total> count_memory_revisions(connection& c, row_id memory_id) {
+  return count_of(c, "SELECT COUNT(*) FROM memory_revisions WHERE memory_id = ?", memory_id);
+}
+
+expected<std::vector<memory_evidence_record>> list_memory_evidence(connection& c, row_id memory_id,
+                                                                   page p) {
+  static const auto sql = select(evidence_columns, "memory_evidence",
+                                 "WHERE memory_id = ? ORDER BY id LIMIT ? OFFSET ?");
+  return query_all<memory_evidence_record>(c, sql, read_evidence, memory_id, p.limit, p.offset);
+}
+
+expected<page_total> count_memory_evidence(connection& c, row_id memory_id) {
+  return count_of(c, "SELECT COUNT(*) FROM memory_evidence WHERE memory_id = ?", memory_id);
+}
+
 expected<std::vector<user_record>> list_users(connection& c, page p) {
   static const auto sql = select(user_columns, "users", "ORDER BY id LIMIT ? OFFSET ?");
   return query_all<user_record>(c, sql, read_user, p.limit, p.offset);

@@ -595,6 +595,32 @@ CREATE INDEX IF NOT EXISTS inbound_journal_run ON inbound_journal(run_uuid);
 )sql");
 }
 
+// Version 13: a context summary's range as message ids (issue 16): the first and last
+// stored messages it covers, and those inside the range it does not (a run's objective
+// kept after the summary), so a reloaded conversation finds the summary's place whatever
+// happened around it (failed runs, history limits). Rows written before keep 0 and are
+// read by their head and tail counts. Columns are added only when missing.
+expected<void> apply_schema_v13(connection& c) {
+  for (const auto& [column, type] : {std::pair<std::string_view, std::string_view>{
+                                         "first_message_id", "INTEGER NOT NULL DEFAULT 0"},
+                                     {"last_message_id", "INTEGER NOT NULL DEFAULT 0"},
+                                     {"kept_message_ids", "TEXT NOT NULL DEFAULT ''"}}) {
+    auto has = c.query_int(
+        "SELECT COUNT(*) FROM pragma_table_info('context_summaries') WHERE name = ?", column);
+    if (!has) {
+      return tl::unexpected(has.error());
+    }
+    if (*has == 0) {
+      if (auto added =
+              c.exec(fmt::format("ALTER TABLE context_summaries ADD COLUMN {} {}", column, type));
+          !added) {
+        return added;
+      }
+    }
+  }
+  return {};
+}
+
 struct migration {
   int version;
   std::string_view description;
@@ -626,6 +652,7 @@ const std::vector<migration>& migrations() {
        [](connection& c) { return keep_message_index(c); }},
       {12, "channel delivery ids, reply targets and streamed previews",
        [](connection& c) { return apply_schema_v12(c); }},
+      {13, "context summary message range", [](connection& c) { return apply_schema_v13(c); }},
   };
   return list;
 }
@@ -677,12 +704,9 @@ expected<int> migrate(connection& conn) {
 }
 
 expected<bool> has_message_index(connection& conn) {
-  auto n = conn.query_int(
-      "SELECT count(*) FROM sqlite_master WHERE type = 'table' AND name = 'messages_fts'");
-  if (!n) {
-    return tl::unexpected(n.error());
-  }
-  return *n > 0;
+  // The parsed schema, not a query of sqlite_master: every search asks.
+  static const std::string name = "messages_fts";
+  return conn.has_table(name);
 }
 
 expected<bool> ensure_message_index(connection& conn) {

@@ -246,3 +246,52 @@ TEST_CASE("recall renders only the user's active items of this agent into the bl
   CHECK_THAT(block->text, !Catch::Contains("emacs") && !Catch::Contains("nano"));
   CHECK(block->ids.size() == 1);
 }
+
+TEST_CASE("a user without active memories is recalled from the database once, then at no cost "
+          "until a write of theirs",
+          "[actors][memory]") {
+  memory_fixture f;
+  const auto ann = f.users[0];
+  const auto bob = f.users[1];
+  memory_recall_request request;
+  request.user = ann;
+  request.agent = f.agent;
+  request.objective = "which editor do I use?";
+  auto recall = [&](row_id user) {
+    auto r = request;
+    r.user = user;
+    auto block = f.run(f.memory->recall(r));
+    REQUIRE(block);
+    return *block;
+  };
+  CHECK_FALSE(f.memory->known_without_memories(ann));
+  CHECK(recall(ann).ids.empty());
+  CHECK(f.memory->recall_reads() == 1);
+  CHECK(f.memory->known_without_memories(ann));
+  // Known now: no read of the database.
+  CHECK(recall(ann).text.empty());
+  CHECK(f.memory->recall_reads() == 1);
+  CHECK(recall(bob).ids.empty());
+  CHECK(f.memory->recall_reads() == 2);
+  CHECK(f.memory->known_without_memories(bob));
+  // A candidate is no active memory: read again, and known empty again.
+  REQUIRE(f.run(write_one(f.memory, ann, propose_change(ann, "editor", "editor: vim", false))));
+  CHECK_FALSE(f.memory->known_without_memories(ann));
+  CHECK(f.memory->known_without_memories(bob)); // another user's write leaves bob's alone
+  CHECK(recall(ann).ids.empty());
+  CHECK(f.memory->recall_reads() == 3);
+  CHECK(f.memory->known_without_memories(ann));
+  // An active item: recalled at once.
+  REQUIRE(f.run(write_one(f.memory, ann, propose_change(ann, "shell", "shell: fish", true))));
+  CHECK_FALSE(f.memory->known_without_memories(ann));
+  request.objective = "which shell do I use?";
+  const auto block = recall(ann);
+  CHECK(f.memory->recall_reads() == 4);
+  CHECK(block.ids.size() == 1);
+  CHECK_THAT(block.text, Catch::Contains("shell: fish"));
+  CHECK_FALSE(f.memory->known_without_memories(ann));
+  // An objective that matches none of ann's items: still not known empty (she has one).
+  request.objective = "zzz qqq";
+  CHECK(recall(ann).ids.empty());
+  CHECK_FALSE(f.memory->known_without_memories(ann));
+}

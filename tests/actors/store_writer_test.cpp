@@ -367,7 +367,7 @@ TEST_CASE("a store writer without a database answers every write with an error",
   caf::actor_system_config config;
   caf::actor_system system{config};
   auto writer = spawn_store_writer(system, nullptr, {0ms, 8});
-  auto r = write_blocking(system, writer, write_op{"nothing", nullptr, nullptr}, 10s);
+  auto r = write_blocking(system, writer, write_op{"nothing", nullptr, nullptr, {}}, 10s);
   REQUIRE_FALSE(r);
   CHECK(r.error().code == errc::unavailable);
   caf::anon_send_exit(writer, caf::exit_reason::user_shutdown);

@@ -1,3 +1,4 @@
+#include <algorithm>
 #include <string>
 #include <vector>
 
@@ -123,7 +124,9 @@ TEST_CASE("the head widens over the results of a tool call it starts", "[runtime
   CHECK(plan.head_end == 3);
 }
 
-TEST_CASE("the tail starts no later than the pinned objective", "[runtime][compression]") {
+TEST_CASE("a long run's own earlier tool rounds are compressed around its objective, which "
+          "stays after the summary",
+          "[runtime][compression]") {
   auto h = tool_turns(12, 1, 40);
   const auto objective = h.size();
   h.push_back(user("the objective"));
@@ -136,8 +139,85 @@ TEST_CASE("the tail starts no later than the pinned objective", "[runtime][compr
   in.pinned = objective;
   const auto plan = plan_compression(in);
   REQUIRE(plan.acts());
-  CHECK(plan.tail_begin <= objective);
+  // The middle reaches past the objective into the run's rounds; the objective is kept.
+  CHECK(plan.tail_begin > objective);
+  REQUIRE(plan.kept);
+  CHECK(*plan.kept == objective);
+  CHECK(plan.covered() == plan.middle_size() - 1);
   CHECK(groups_whole(h, plan));
+  // The run's own tool outputs in the middle are pruned.
+  std::size_t own_pruned = 0;
+  for (const auto i : plan.prune) {
+    CHECK(i != objective);
+    own_pruned += i > objective ? 1 : 0;
+  }
+  CHECK(own_pruned > 0);
+
+  // Compressed: head, summary, the objective, then the tail as it was.
+  const auto compressed = compressed_history(h, plan, "## Goal\nS");
+  REQUIRE(compressed.size() == plan.head_end + 2 + (h.size() - plan.tail_begin));
+  CHECK(is_summary(compressed[plan.head_end]));
+  CHECK(compressed[plan.head_end + 1].content == "the objective");
+  CHECK(compressed_index(plan, objective) == plan.head_end + 1);
+  CHECK(compressed_index(plan, plan.tail_begin) == plan.head_end + 2);
+  CHECK(compressed_index(plan, h.size() - 1) == compressed.size() - 1);
+  CHECK(compressed_index(plan, 0) == 0);
+  CHECK_FALSE(compressed_index(plan, plan.head_end));
+  // The summariser sees the objective, marked as kept.
+  const auto request = summary_request(h, plan, "m", 8192);
+  CHECK(request.messages[1].content.find("[the current request, kept in full after the summary] "
+                                         "[user] the objective") != std::string::npos);
+}
+
+TEST_CASE("one turn of many tool rounds is compressed whatever result its cut points fall on, "
+          "never splitting a call from its results",
+          "[runtime][compression]") {
+  // One question, then rounds of a call with three results: most cut points land on a
+  // result, which the plan moves to the call that made it.
+  std::vector<chat_message> h;
+  h.push_back(user("do the long task"));
+  for (int r = 0; r < 40; ++r) {
+    const auto id = "r" + std::to_string(r);
+    h.push_back(calls({id + "a", id + "b", id + "c"}));
+    for (const auto* part : {"a", "b", "c"}) {
+      h.push_back(result(id + part, std::string(600, 'o')));
+    }
+  }
+  for (std::size_t tail = 3; tail < 30; ++tail) {
+    for (std::size_t head = 1; head < 4; ++head) {
+      auto in = input_for(h, 4096);
+      in.pinned = 0;
+      in.settings.protect_head = head;
+      in.settings.protect_tail = tail;
+      in.settings.min_middle = 3;
+      const auto plan = plan_compression(in);
+      INFO("head " << head << " tail " << tail);
+      REQUIRE(plan.acts());
+      CHECK(groups_whole(h, plan));
+      CHECK_FALSE(plan.prune.empty());
+      // The objective is the head's: never summarised, never pruned.
+      CHECK(plan.head_end >= 1);
+      CHECK_FALSE(plan.kept);
+      const auto compressed = compressed_history(h, plan, "S");
+      CHECK(compressed.front().content == "do the long task");
+      // Every result in the compressed history follows the call that made it.
+      for (std::size_t i = 0; i < compressed.size(); ++i) {
+        if (compressed[i].role != chat_role::tool) {
+          continue;
+        }
+        std::size_t k = i;
+        while (k > 0 && compressed[k - 1].role == chat_role::tool) {
+          --k;
+        }
+        REQUIRE(k > 0);
+        const auto& call = compressed[k - 1];
+        const bool made =
+            std::any_of(call.tool_calls.begin(), call.tool_calls.end(),
+                        [&](const tool_call& c) { return c.id == compressed[i].tool_call_id; });
+        CHECK(made);
+      }
+    }
+  }
 }
 
 TEST_CASE("long tool outputs in the middle are pruned first, and pruning alone may be enough",
@@ -282,8 +362,17 @@ TEST_CASE("a loaded conversation keeps its newest turns whole and older ones as 
   // A turn whose tool call has no stored result: the call is left out.
   turns[11].messages.insert(turns[11].messages.begin() + 1, calls({"lost"}));
 
+  for (auto& turn : turns) {
+    for (std::size_t i = 0; i < turn.messages.size(); ++i) {
+      turn.tags.push_back(turn.row * 10 + static_cast<std::int64_t>(i));
+    }
+  }
   const auto loaded = shape_loaded_history(turns, 0);
   REQUIRE(loaded.messages.size() == loaded.rows.size());
+  REQUIRE(loaded.messages.size() == loaded.tags.size());
+  // Each message keeps its own tag: turn 0 (older) is its question and its answer.
+  CHECK(loaded.tags[0] == 1000);
+  CHECK(loaded.tags[1] == 1003);
   // 4 older turns x 2 + 8 newer turns x 4.
   CHECK(loaded.messages.size() == 4 * 2 + 8 * 4);
   CHECK(loaded.messages[0].content.starts_with("q0"));

@@ -79,6 +79,19 @@ TEST_CASE("near-duplicates are the same words in another order or case", "[runti
   CHECK_FALSE(restates("prefers emacs now", "prefers vim"));
 }
 
+TEST_CASE("a new value of a recalled memory's own key is no restatement, a value that adds "
+          "nothing is",
+          "[runtime][memory]") {
+  // Under another key, holding all the recalled words is restating them.
+  CHECK(restates("editor: not vim anymore, now helix", "editor: vim"));
+  // Under the same key it is the key's new value.
+  CHECK_FALSE(restates("editor: not vim anymore, now helix", "editor: vim", true));
+  CHECK_FALSE(restates("the user prefers helix as editor", "the user prefers vim as editor", true));
+  // The same words again, or fewer of them, add nothing.
+  CHECK(restates("Editor: VIM", "editor: vim", true));
+  CHECK(restates("vim", "editor: vim", true));
+}
+
 TEST_CASE("the memory block lists items under the preamble and within the limits",
           "[runtime][memory]") {
   std::vector<block_item> ranked = {{1, "preference", "editor", "prefers vim", "", false},

@@ -24,7 +24,7 @@ TEST_CASE("a failing write in a batch fails alone and the others commit", "[stor
   std::vector<write_op> ops = {
       append_message_op(good), append_message_op(orphan), append_message_op(also_good),
       make_write("throws", [](connection&) -> expected<void> { throw std::runtime_error("boom"); }),
-      write_op{"empty", nullptr, nullptr}};
+      write_op{"empty", nullptr, nullptr, {}}};
   auto results = apply_batch(f.db, ops);
   REQUIRE(results.size() == 5);
   CHECK(results[0]);

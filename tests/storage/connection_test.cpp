@@ -131,3 +131,26 @@ TEST_CASE("the writer connection runs in WAL mode with the configured synchronou
   auto full = must(open_writer(dir.db(), sync_mode::full));
   CHECK(must(full.query_int("PRAGMA synchronous")) == 2);
 }
+
+TEST_CASE("has_table finds tables and virtual tables in the parsed schema without a statement, "
+          "also one another connection created",
+          "[storage][memory]") {
+  temp_dir dir;
+  auto c = must(connection::open(dir.db()));
+  must(c.exec("CREATE TABLE t (v INTEGER)"));
+  const auto statements = c.cached_statements();
+  CHECK(c.has_table("t"));
+  CHECK_FALSE(c.has_table("missing"));
+  CHECK_FALSE(c.has_table("t'; DROP TABLE t; --"));
+  CHECK(c.cached_statements() == statements);
+  if (connection::fts5_available()) {
+    must(c.exec("CREATE VIRTUAL TABLE f USING fts5(body)"));
+    CHECK(c.has_table("f"));
+  }
+  // Another connection adds a table: seen once this one has run a statement since.
+  auto other = must(connection::open(dir.db()));
+  must(other.exec("CREATE TABLE later (v INTEGER)"));
+  CHECK(must(c.query_int("SELECT count(*) FROM t")) == 0);
+  CHECK(c.has_table("later"));
+  CHECK(c.has_table("t"));
+}

@@ -152,6 +152,46 @@ TEST_CASE("a run restating a memory it recalled does not propose it again", "[st
   CHECK(evidence[0].run_id == run);
 }
 
+TEST_CASE("a run's new value for a memory it recalled supersedes it, and restating it under its "
+          "key proposes nothing",
+          "[storage][memory]") {
+  fresh_db f;
+  const auto ann = f.add_user("ann");
+  const auto agent = f.add_agent();
+  const auto conv = f.add_conversation(ann, agent, "c1");
+  const auto run = f.add_run(conv, agent, "r1");
+  const auto recalled = apply(f.db, proposal(ann, "editor", "editor: vim", true));
+  const std::vector<row_id> ids = {recalled.item.id};
+  must(record_memory_use(f.db, ids, run, conv));
+
+  // The same key, the old words again: nothing new.
+  auto again = proposal(ann, "editor", "Editor: VIM", true);
+  again.run_id = run;
+  CHECK(apply(f.db, again).outcome == memory_outcome::recalled);
+
+  // The same key, a new value holding the old words: it supersedes the recalled item.
+  auto update = proposal(ann, "editor", "editor: not vim anymore, now helix", true);
+  update.run_id = run;
+  const auto r = apply(f.db, update);
+  CHECK(r.outcome == memory_outcome::superseded);
+  CHECK(r.item.status == "active");
+  CHECK(r.item.content == "editor: not vim anymore, now helix");
+  REQUIRE(r.previous);
+  CHECK(r.previous->id == recalled.item.id);
+  CHECK(r.previous->status == "superseded");
+  CHECK(r.previous->superseded_by == r.item.id);
+
+  // From a run without autoapprove, the new value waits for review beside the old one.
+  const auto run2 = f.add_run(conv, agent, "r2");
+  const std::vector<row_id> current = {r.item.id};
+  must(record_memory_use(f.db, current, run2, conv));
+  auto proposed = proposal(ann, "editor", "editor: helix, and vim keys in helix no more");
+  proposed.run_id = run2;
+  const auto waiting = apply(f.db, proposed);
+  CHECK(waiting.outcome == memory_outcome::created);
+  CHECK(waiting.item.status == "candidate");
+}
+
 TEST_CASE("recall finds only the user's active unexpired items of this agent, pinned ones too",
           "[storage][memory]") {
   fresh_db f;
@@ -247,4 +287,113 @@ TEST_CASE("a listing filters by status, kind and words, and another user's item 
   CHECK(must(count_memories(f.db, filter)).count == 1);
   CHECK(find_memory_by_uuid(f.db, a.item.uuid, bob).error().code == errc::not_found);
   CHECK(must(find_memory_by_uuid(f.db, a.item.uuid, ann)).id == a.item.id);
+}
+
+TEST_CASE("a run's proposal names the user message that started the run as its source",
+          "[storage][memory]") {
+  fresh_db f;
+  const auto ann = f.add_user("ann");
+  const auto agent = f.add_agent();
+  const auto conv = f.add_conversation(ann, agent, "c1");
+  const auto run = f.add_run(conv, agent, "r1");
+  message_record question;
+  question.conversation_id = conv;
+  question.run_id = run;
+  question.role = "user";
+  question.content = "remember that I use fish";
+  const auto question_id = must(insert_message(f.db, question));
+  message_record call = question;
+  call.role = "assistant";
+  call.content = "";
+  call.tool_calls_json = R"([{"id":"c","name":"memory"}])";
+  must(insert_message(f.db, call));
+
+  auto p = proposal(ann, "shell", "uses the fish shell");
+  p.run_id = run;
+  p.conversation_id = conv;
+  p.source = "memory tool";
+  const auto written = apply(f.db, p);
+  REQUIRE(written.outcome == memory_outcome::created);
+  const auto evidence = must(list_memory_evidence(f.db, written.item.id));
+  REQUIRE(evidence.size() == 1);
+  CHECK(evidence[0].relation == "source");
+  CHECK(evidence[0].message_id == question_id);
+  CHECK(evidence[0].run_id == run);
+  CHECK(evidence[0].conversation_id == conv);
+}
+
+TEST_CASE("an imported item's first revision says so, and an id already used is a conflict",
+          "[storage][memory]") {
+  fresh_db f;
+  const auto ann = f.add_user("ann");
+  auto p = proposal(ann, "editor", "prefers vim", true);
+  p.imported = true;
+  p.uuid = "kept-id-1";
+  const auto written = apply(f.db, p);
+  CHECK(written.outcome == memory_outcome::created);
+  CHECK(written.item.uuid == "kept-id-1");
+  const auto revisions = must(list_memory_revisions(f.db, written.item.id));
+  REQUIRE(revisions.size() == 1);
+  CHECK(revisions[0].action == "imported");
+  // A new value of the key imported later supersedes it: imported, and updated.
+  auto next = proposal(ann, "editor", "prefers helix", true);
+  next.imported = true;
+  const auto superseding = apply(f.db, next);
+  CHECK(superseding.outcome == memory_outcome::superseded);
+  CHECK(must(list_memory_revisions(f.db, superseding.item.id)).front().action == "imported");
+  CHECK(must(list_memory_revisions(f.db, written.item.id)).back().action == "updated");
+
+  auto again = proposal(ann, "shell", "uses zsh", true);
+  again.uuid = "kept-id-1";
+  memory_change change;
+  change.proposal = again;
+  const auto refused =
+      in_transaction(f.db, [&](connection& conn) { return apply_memory_change(conn, change); });
+  REQUIRE_FALSE(refused);
+  CHECK(refused.error().code == errc::conflict);
+}
+
+TEST_CASE("an item's revisions and evidence page in SQL", "[storage][memory]") {
+  fresh_db f;
+  const auto ann = f.add_user("ann");
+  const auto agent = f.add_agent();
+  const auto conv = f.add_conversation(ann, agent, "c1");
+  const auto item = apply(f.db, proposal(ann, "editor", "prefers vim", true)).item;
+  for (int i = 0; i < 7; ++i) {
+    memory_patch patch;
+    patch.id = item.id;
+    patch.summary = "summary " + std::to_string(i);
+    patch.actor = "test";
+    review(f.db, patch);
+    const auto run = f.add_run(conv, agent, "r" + std::to_string(i));
+    const std::vector<row_id> ids = {item.id};
+    must(record_memory_use(f.db, ids, run, conv));
+  }
+  CHECK(must(count_memory_revisions(f.db, item.id)).count == 8);
+  const auto page2 = must(list_memory_revisions(f.db, item.id, page{3, 3}));
+  REQUIRE(page2.size() == 3);
+  const auto all = must(list_memory_revisions(f.db, item.id));
+  CHECK(page2[0].id == all[3].id);
+  CHECK(page2[2].id == all[5].id);
+  CHECK(must(count_memory_evidence(f.db, item.id)).count == 7);
+  const auto last = must(list_memory_evidence(f.db, item.id, page{5, 5}));
+  REQUIRE(last.size() == 2);
+  CHECK(last[1].id == must(list_memory_evidence(f.db, item.id)).back().id);
+}
+
+TEST_CASE("has_active_memories is true only for a user with an active item, and the memory index "
+          "is found without a statement",
+          "[storage][memory]") {
+  fresh_db f;
+  const auto ann = f.add_user("ann");
+  const auto bob = f.add_user("bob");
+  CHECK_FALSE(must(has_active_memories(f.db, ann)));
+  apply(f.db, proposal(ann, "editor", "prefers vim"));
+  CHECK_FALSE(must(has_active_memories(f.db, ann))); // a candidate only
+  apply(f.db, proposal(ann, "shell", "uses zsh", true));
+  CHECK(must(has_active_memories(f.db, ann)));
+  CHECK_FALSE(must(has_active_memories(f.db, bob)));
+  const auto statements = f.db.cached_statements();
+  CHECK(must(has_memory_index(f.db)) == connection::fts5_available());
+  CHECK(f.db.cached_statements() == statements);
 }

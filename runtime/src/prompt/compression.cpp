@@ -186,17 +186,19 @@ compression_plan plan_compression(const compression_input& input) {
   while (head < n && head > 0 && history[head].role == chat_role::tool) {
     ++head;
   }
-  // Tail: widened backward to the start of its first group, and to the pinned message.
+  // Tail: widened backward to the start of its first group.
   std::size_t tail = n > s.protect_tail ? n - s.protect_tail : 0;
-  if (input.pinned && *input.pinned < tail) {
-    tail = *input.pinned;
-  }
-  while (tail > head && history[tail].role == chat_role::tool) {
+  while (tail > head && tail < n && history[tail].role == chat_role::tool) {
     --tail;
   }
   tail = std::max(tail, head);
   plan.head_end = head;
   plan.tail_begin = tail;
+  // The pinned message (a run's objective) inside the middle stays, after the summary: a
+  // long run's own earlier tool rounds are compressed around it.
+  if (input.pinned && *input.pinned >= head && *input.pinned < tail) {
+    plan.kept = *input.pinned;
+  }
 
   if (n <= s.protect_head + s.protect_tail + s.min_middle) {
     plan.skipped = fmt::format("{} messages: compression needs more than {} (head {} + tail {} "
@@ -205,9 +207,9 @@ compression_plan plan_compression(const compression_input& input) {
                                s.protect_tail, s.min_middle);
     return plan;
   }
-  if (plan.middle_size() < s.min_middle) {
-    plan.skipped = fmt::format("the middle holds {} messages, fewer than {}", plan.middle_size(),
-                               s.min_middle);
+  if (plan.covered() < s.min_middle) {
+    plan.skipped =
+        fmt::format("the middle holds {} messages, fewer than {}", plan.covered(), s.min_middle);
     return plan;
   }
   if (!input.force && total < plan.trigger_tokens) {
@@ -318,6 +320,11 @@ completion_request summary_request(std::span<const chat_message> history,
       continue;
     }
     auto line = summary_line(history[i]);
+    if (plan.kept && i == *plan.kept) {
+      // The objective stays in the prompt after the summary: the summary need not repeat
+      // it, only say what was done for it.
+      line.insert(0, "[the current request, kept in full after the summary] ");
+    }
     const auto cost = estimate_tokens(line) + 1;
     if (used + cost > room) {
       left_out = i + 1 - plan.head_end;
@@ -347,37 +354,60 @@ std::vector<chat_message> compressed_history(std::span<const chat_message> histo
   std::vector<chat_message> out;
   const auto head = std::min(plan.head_end, history.size());
   const auto tail = std::min(std::max(plan.tail_begin, head), history.size());
-  out.reserve(head + 1 + (history.size() - tail));
+  out.reserve(head + 2 + (history.size() - tail));
   out.insert(out.end(), history.begin(), history.begin() + static_cast<std::ptrdiff_t>(head));
   out.push_back(summary_message(summary));
+  if (plan.kept && *plan.kept < history.size()) {
+    out.push_back(history[*plan.kept]);
+  }
   out.insert(out.end(), history.begin() + static_cast<std::ptrdiff_t>(tail), history.end());
   return out;
+}
+
+std::optional<std::size_t> compressed_index(const compression_plan& plan, std::size_t i) {
+  if (i < plan.head_end) {
+    return i;
+  }
+  const std::size_t kept = plan.kept ? 1 : 0;
+  if (plan.kept && i == *plan.kept) {
+    return plan.head_end + 1;
+  }
+  if (i >= plan.tail_begin) {
+    return plan.head_end + 1 + kept + (i - plan.tail_begin);
+  }
+  return std::nullopt;
 }
 
 loaded_history shape_loaded_history(std::span<const stored_turn> turns, std::size_t budget_tokens,
                                     const load_shape& shape) {
   std::vector<std::vector<chat_message>> shaped(turns.size());
+  std::vector<std::vector<std::int64_t>> shaped_tags(turns.size());
   std::vector<std::size_t> tokens(turns.size(), 0);
   for (std::size_t t = 0; t < turns.size(); ++t) {
     const auto age = turns.size() - 1 - t;
     const std::span<const chat_message> messages = turns[t].messages;
+    const auto tag_of = [&](std::size_t i) -> std::int64_t {
+      return i < turns[t].tags.size() ? turns[t].tags[i] : 0;
+    };
     auto& out = shaped[t];
+    auto& out_tags = shaped_tags[t];
     if (age >= shape.full_turns + shape.truncated_turns) {
       // Older: the question and the final answer only.
-      const chat_message* question = nullptr;
-      const chat_message* answer = nullptr;
-      for (const auto& m : messages) {
-        if (m.role == chat_role::user && question == nullptr) {
-          question = &m;
+      std::optional<std::size_t> question;
+      std::optional<std::size_t> answer;
+      for (std::size_t i = 0; i < messages.size(); ++i) {
+        const auto& m = messages[i];
+        if (m.role == chat_role::user && !question) {
+          question = i;
         } else if (m.role == chat_role::assistant && m.tool_calls.empty() && !m.content.empty()) {
-          answer = &m;
+          answer = i;
         }
       }
-      if (question != nullptr) {
-        out.push_back(*question);
-      }
-      if (answer != nullptr) {
-        out.push_back(*answer);
+      for (const auto& i : {question, answer}) {
+        if (i) {
+          out.push_back(messages[*i]);
+          out_tags.push_back(tag_of(*i));
+        }
       }
     } else {
       const bool truncate = age >= shape.full_turns;
@@ -400,6 +430,7 @@ loaded_history shape_loaded_history(std::span<const stored_turn> turns, std::siz
                                : cut_text(copy.content, shape.truncated_chars, "message");
           }
           out.push_back(std::move(copy));
+          out_tags.push_back(tag_of(k));
         }
         i = end;
       }
@@ -419,9 +450,10 @@ loaded_history shape_loaded_history(std::span<const stored_turn> turns, std::siz
   }
   loaded_history result;
   for (std::size_t t = first; t < turns.size(); ++t) {
-    for (auto& m : shaped[t]) {
-      result.messages.push_back(std::move(m));
+    for (std::size_t i = 0; i < shaped[t].size(); ++i) {
+      result.messages.push_back(std::move(shaped[t][i]));
       result.rows.push_back(turns[t].row);
+      result.tags.push_back(shaped_tags[t][i]);
     }
   }
   return result;

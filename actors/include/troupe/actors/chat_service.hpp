@@ -78,6 +78,11 @@ struct submitted_run {
 expected<agent_settings> agent_from_record(const storage::agent_record& a,
                                            const std::string& provider_name);
 
+/// The tokens a conversation's earlier turns may take when it is loaded (issue 16): the
+/// agent's context window (a prompt never holds more), cut to `history_max_tokens` when
+/// that is set (`actors.history_max_tokens`).
+std::size_t load_budget(const agent_settings& agent);
+
 class chat_service {
 public:
   chat_service(caf::actor_system& system, chat_service_options options);
@@ -114,6 +119,11 @@ public:
   /// Cancels a run (active or queued). False when its conversation does not have it.
   boost::asio::awaitable<expected<bool>> cancel(const std::string& conversation_id,
                                                 const std::string& run_id);
+
+  /// What the conversation's next prompt would carry (chat_facade::context): asked of
+  /// the live conversation, never spawning one; else rebuilt from the database (read on
+  /// the calling thread through the read pool, as the conversation would load).
+  boost::asio::awaitable<expected<prompt_context_view>> context(std::string conversation_id);
 
   /// Ends every conversation (each cancels its active run). Call before the actor
   /// system goes down.

@@ -33,6 +33,7 @@
 
 #include <caf/all.hpp>
 
+#include "troupe/actors/prompt_context.hpp"
 #include "troupe/actors/run.hpp"
 
 namespace troupe::actors {
@@ -41,6 +42,10 @@ using send_atom = caf::atom_constant<caf::atom("send")>;
 using subscribe_atom = caf::atom_constant<caf::atom("subscribe")>;
 using get_atom = caf::atom_constant<caf::atom("get")>;
 using done_atom = caf::atom_constant<caf::atom("done")>;
+/// What the next prompt would carry (GET …/context).
+using context_atom = caf::atom_constant<caf::atom("context")>;
+/// The registry's live conversation of an id, never spawning one.
+using peek_atom = caf::atom_constant<caf::atom("peek")>;
 /// The conversation's own timer: no activity since the given generation.
 using idle_atom = caf::atom_constant<caf::atom("idle")>;
 
@@ -69,6 +74,9 @@ struct conversation_spec {
   std::size_t history_limit = 100;
   /// Earlier messages, oldest first (loaded from SQLite when the actor starts).
   std::vector<chat_message> history;
+  /// Parallel to `history` (may be shorter: the rest unknown): the stored rows each
+  /// message stands for (a summary message: the range it covers).
+  std::vector<storage::stored_span> history_spans;
   /// The owner, and where artifacts are stored (`<data-dir>/files`); 0 or empty: the
   /// run's files stay in the workspace only.
   storage::row_id owner_user = 0;
@@ -114,6 +122,7 @@ struct turn_request {
 ///   (cancel_atom, run_id) -> bool            cancels that run (active or queued); false
 ///                                            when it is not here
 ///   (subscribe_atom, run_event_sink)         every event of every run, from now on
+///   (context_atom) -> prompt_context_view    what its next prompt would carry
 /// From its runs, and sent by the conversation to itself (not for others):
 ///   (event_atom, run_event)                  an event of the active run, forwarded
 ///   (idle_atom, generation)                  passivates when nothing happened since
@@ -123,19 +132,28 @@ using conversation_actor =
                      caf::replies_to<send_atom, turn_request>::with<bool>,
                      caf::replies_to<cancel_atom, std::string>::with<bool>,
                      caf::reacts_to<subscribe_atom, run_event_sink>,
+                     caf::replies_to<context_atom>::with<prompt_context_view>,
                      caf::reacts_to<event_atom, run_event>,
                      caf::reacts_to<idle_atom, std::uint64_t>, io_completion_handler>;
 
 conversation_actor spawn_conversation(caf::actor_system& system, conversation_spec spec);
+
+/// What the next prompt of a conversation with `spec` and `history` would carry besides
+/// the next message (conversation_history.cpp): the tool definitions are resolved for
+/// the agent as a run resolves them. `source` names where the history came from.
+prompt_context_view prompt_context_of(const conversation_spec& spec,
+                                      const std::vector<chat_message>& history, std::string source);
 
 /// Makes the conversation actor for an id (loads or creates what it needs); an invalid
 /// handle when it cannot.
 using conversation_factory =
     std::function<conversation_actor(caf::actor_system&, const std::string&)>;
 
-/// A registry shard: (get_atom, id) -> the conversation (invalid: it cannot be made).
+/// A registry shard: (get_atom, id) -> the conversation (invalid: it cannot be made);
+/// (peek_atom, id) -> the conversation when it is live (invalid: it is not).
 using conversation_shard_actor =
-    caf::typed_actor<caf::replies_to<get_atom, std::string>::with<conversation_actor>>;
+    caf::typed_actor<caf::replies_to<get_atom, std::string>::with<conversation_actor>,
+                     caf::replies_to<peek_atom, std::string>::with<conversation_actor>>;
 
 /// Routes conversation ids to registry shards.
 class conversation_registry {
@@ -164,3 +182,4 @@ private:
 } // namespace troupe::actors
 
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::turn_request)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::prompt_context_view)

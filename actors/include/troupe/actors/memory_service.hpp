@@ -13,6 +13,7 @@
 ///
 /// Its interface is `memory_writer_actor` below.
 
+#include <atomic>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -22,6 +23,7 @@
 #include <optional>
 #include <string>
 #include <unordered_map>
+#include <unordered_set>
 
 #include <boost/asio/awaitable.hpp>
 #include <caf/all.hpp>
@@ -77,6 +79,16 @@ struct memory_writer_registry {
   std::unordered_map<storage::row_id, memory_writer_actor> writers;
   bool stopped = false;
 };
+/// Users known to have no active memory (issue 15: a recall for them costs nothing).
+/// A user enters when a recall read found none and no write of theirs began or ended
+/// while it read; any write of the user takes them out, before it is sent and again once
+/// answered.
+struct memory_presence {
+  std::mutex mutex;
+  /// Bumped by every write of the user (before and after it).
+  std::unordered_map<storage::row_id, std::uint64_t> writes;
+  std::unordered_set<storage::row_id> without;
+};
 } // namespace detail
 
 /// The node's memory: writers by user, recall and reads. Thread-safe.
@@ -93,8 +105,16 @@ public:
                                                 storage::row_id conversation) override;
 
   /// The `<memory_context>` block for a run and the ids of the items in it (read on the
-  /// blocking pool).
+  /// blocking pool; for a user known to have no active memory, an empty block at once).
   boost::asio::awaitable<expected<memory::rendered_block>> recall(memory_recall_request request);
+
+  /// Whether `user` is known to have no active memory (a recall found none and nothing
+  /// was written since): a run skips its recall. Cheap: one short lock, no database.
+  bool known_without_memories(storage::row_id user) const;
+  /// Recalls that read the database (tests: a user without memories costs none).
+  std::uint64_t recall_reads() const noexcept {
+    return recall_reads_.load(std::memory_order_relaxed);
+  }
 
   /// Runs `job(connection&)` on a read connection on the blocking pool.
   template <class T>
@@ -126,12 +146,18 @@ public:
   void stop();
 
 private:
+  /// Sends `change` to the user's writer (`write` without the presence bookkeeping).
+  boost::asio::awaitable<expected<storage::memory_write_result>>
+  write_through(storage::row_id user, storage::memory_change change);
+
   caf::actor_system& system_;
   store_writer_actor store_;
   std::shared_ptr<storage::read_pool> reads_;
   std::shared_ptr<tools::blocking_pool> pool_;
   memory_service_options options_;
   std::shared_ptr<detail::memory_writer_registry> registry_;
+  std::shared_ptr<detail::memory_presence> presence_;
+  std::atomic<std::uint64_t> recall_reads_{0};
 };
 
 } // namespace troupe::actors

@@ -130,8 +130,14 @@ struct run_spec {
   net::provider_config provider;
   /// Earlier messages of the conversation (without a system message).
   std::vector<chat_message> history;
+  /// Parallel to `history` (may be shorter: the rest unknown): the stored rows each
+  /// message stands for, which a compression summary records as its range.
+  std::vector<storage::message_span> history_spans;
   /// The user's message for this run.
   std::string objective;
+  /// The stored row of the objective when the caller stored it (`persist_user_message`
+  /// false), filled by that write.
+  storage::message_span objective_span;
   /// 0 for a top-level run; sub-agents are parent depth + 1.
   int depth = 0;
   /// Tools the caller forbids for this run (sub-agent mode and depth limits).
@@ -171,6 +177,12 @@ using run_actor =
                      caf::reacts_to<row_atom, storage::row_id, storage::row_id>,
                      caf::reacts_to<deadline_atom>, caf::reacts_to<delta_atom, int, std::string>,
                      io_completion_handler>;
+
+/// What tool definitions cost of a prompt (the estimate a run makes once it starts).
+std::size_t tool_definition_tokens(const std::vector<tool_definition>& tools);
+/// The tool definitions a run of `spec` would offer the model (resolved as the run
+/// resolves them: its agent's tools less the blocked ones).
+expected<std::vector<tool_definition>> offered_tool_definitions(const run_spec& spec);
 
 /// Spawns a run actor; it starts when it receives `run_atom`. `subscriber` (may be
 /// invalid) receives its events.

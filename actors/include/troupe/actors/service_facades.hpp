@@ -68,6 +68,8 @@ public:
   boost::asio::awaitable<expected<bool>> cancel(std::string conversation_id,
                                                 std::string run_id) override;
   std::optional<found_live_run> find_run(const std::string& run_id) const override;
+  boost::asio::awaitable<expected<prompt_context_view>>
+  context(std::string conversation_id) override;
   std::chrono::milliseconds run_timeout(const storage::agent_record& agent) const override;
   std::string new_conversation_id() const override;
   /// Drops the chat service; later calls fail as unavailable.

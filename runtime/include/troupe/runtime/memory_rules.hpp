@@ -83,9 +83,11 @@ inline constexpr double recalled_threshold = 0.6;
 
 /// Whether `a` and `b` are the same fact: similar at `near_duplicate_threshold`.
 bool is_near_duplicate(std::string_view a, std::string_view b);
-/// Whether `proposal` restates `recalled` (similar at `recalled_threshold`, or one's
-/// words all within the other's).
-bool restates(std::string_view proposal, std::string_view recalled);
+/// Whether `proposal` restates `recalled`. Under another key: similar at
+/// `recalled_threshold`, or one's words all within the other's. Under the same natural
+/// key (`same_key`) a proposal is a new value of it unless it adds nothing: its words all
+/// within the recalled item's, or similar at `near_duplicate_threshold`.
+bool restates(std::string_view proposal, std::string_view recalled, bool same_key = false);
 
 /// Limits of the memory block (the agent's `memory_max_items`, `memory_max_chars`).
 struct block_limits {

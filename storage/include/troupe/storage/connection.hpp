@@ -194,8 +194,11 @@ public:
   /// Whether this SQLite library has FTS5 compiled in.
   static bool fts5_available() noexcept;
 
-  /// Whether the database's main schema has a table (or virtual table) called `name`.
-  bool has_table(std::string_view name);
+  /// Whether the main schema has a table (or virtual table) named `name`: looked up in
+  /// the connection's parsed schema, without preparing a statement (a hot path asks it
+  /// on every call). A table another connection created is seen once this connection's
+  /// next statement has noticed the schema change.
+  bool has_table(const std::string& name) const noexcept;
 
   sqlite3* native_handle() const noexcept {
     return db_;

@@ -37,9 +37,10 @@
 
 namespace troupe::storage {
 
-/// A new value for a memory (the `memory` tool's propose, the API's POST).
+/// A new value for a memory (the `memory` tool's propose, the API's POST and import).
 struct memory_proposal {
-  /// The new item's uuid (the caller makes one).
+  /// The new item's uuid (the caller makes one, or an import keeps the item's): a uuid
+  /// that names an item already is a `conflict`.
   std::string uuid;
   row_id user_id = 0;
   /// Required for scope `agent_user`; for scope `user` the agent it came from, if any
@@ -57,9 +58,13 @@ struct memory_proposal {
   std::optional<std::int64_t> expires_at;
   /// May be written active (still candidate when sensitive).
   bool active = false;
+  /// Brought in from elsewhere (the import route): the new item's first revision is
+  /// `imported`, not `created`.
+  bool imported = false;
   /// Who writes it, for the revision ("user:3", "agent:assistant").
   std::string actor;
-  /// Where it came from: a `source` evidence row when any is set.
+  /// Where it came from: a `source` evidence row when any is set. A run's proposal
+  /// without a message names the run's user message (the one that started it).
   std::optional<row_id> conversation_id;
   std::optional<row_id> message_id;
   std::optional<row_id> run_id;
@@ -85,6 +90,9 @@ struct memory_patch {
 struct memory_change {
   enum class action { propose, review, forget };
   action what = action::propose;
+  /// The conversation the change comes from (0: none): a conversation about to compact
+  /// its context waits for the changes it made (memory writer `settle`).
+  row_id conversation = 0;
   memory_proposal proposal;
   /// review and forget (forget uses `id`, `user_id` and `actor` only).
   memory_patch patch;
@@ -184,7 +192,10 @@ expected<recalled_items> recall_memories(connection& c, const recall_query& q);
 expected<void> record_memory_use(connection& c, std::span<const row_id> memory_ids, row_id run_id,
                                  std::optional<row_id> conversation_id);
 
-/// Whether the memory full-text index exists.
+/// Whether `user_id` has any active item (expired or not): one indexed probe.
+expected<bool> has_active_memories(connection& c, row_id user_id);
+
+/// Whether the memory full-text index exists (the connection's parsed schema, no query).
 expected<bool> has_memory_index(connection& c);
 /// Creates the memory full-text index and its triggers when FTS5 is compiled in (and
 /// fills it from the existing rows); false when it cannot.

@@ -5,6 +5,7 @@
 /// Unix milliseconds; JSON columns hold JSON text; `id` is 0 until the row is stored.
 
 #include <cstdint>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -123,6 +124,19 @@ struct message_record {
   std::int64_t completion_tokens = 0;
   std::int64_t created_at = 0;
 };
+
+/// The stored messages a prompt message stands for: its own row (`first == last`), or, for
+/// a context summary message, the range the summary covers (context_summaries.hpp). 0:
+/// not stored (or not known).
+struct stored_span {
+  row_id first = 0;
+  row_id last = 0;
+};
+/// A prompt message's span, shared between the actor that holds the message and the
+/// writes that fill and read it: only the store writer's thread reads or writes the
+/// value (a write fills it as it stores the message; a later write reads it). Null: not
+/// stored.
+using message_span = std::shared_ptr<stored_span>;
 
 /// One agent run.
 struct run_record {

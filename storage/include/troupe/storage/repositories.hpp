@@ -145,6 +145,14 @@ struct page_total {
   std::int64_t count = 0;
 };
 
+/// One page of an item's revisions, oldest first (paged in SQL), and their number.
+expected<std::vector<memory_revision_record>> list_memory_revisions(connection& c, row_id memory_id,
+                                                                    page p);
+expected<page_total> count_memory_revisions(connection& c, row_id memory_id);
+/// One page of an item's evidence, oldest first (paged in SQL), and its number.
+expected<std::vector<memory_evidence_record>> list_memory_evidence(connection& c, row_id memory_id,
+                                                                   page p);
+expected<page_total> count_memory_evidence(connection& c, row_id memory_id);
 expected<std::vector<user_record>> list_users(connection& c, page p);
 expected<page_total> count_users(connection& c);
 /// Admin tokens not revoked (0 on first start).

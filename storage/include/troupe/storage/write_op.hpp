@@ -25,6 +25,9 @@ struct write_op {
   /// Set by `append_message_op`: the message `apply` inserts. A batch inserts a run of
   /// such writes with one multi-row statement (the hot path of group commit).
   std::shared_ptr<const message_record> message;
+  /// Called on the writer's thread with the row id each time the write is applied (a
+  /// redone batch applies it again); may be empty.
+  std::function<void(std::int64_t)> applied;
 };
 
 /// Wraps `f(connection&)` returning `expected<row_id>`, `expected<void>` or
@@ -45,7 +48,8 @@ template <class F> write_op make_write(std::string what, F f) {
                       return static_cast<std::int64_t>(r->id);
                     }
                   },
-                  nullptr};
+                  nullptr,
+                  {}};
 }
 
 /// The writes the runtime makes most often.

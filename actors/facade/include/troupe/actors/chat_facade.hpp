@@ -18,6 +18,7 @@
 #include <boost/asio/awaitable.hpp>
 
 #include "troupe/actors/journal_entry.hpp"
+#include "troupe/actors/prompt_context.hpp"
 #include "troupe/actors/run_result.hpp"
 #include "troupe/net/http_server.hpp"
 #include "troupe/runtime/agent_config.hpp"
@@ -124,6 +125,12 @@ public:
 
   /// A run started since this node began (or retained), with its owner.
   virtual std::optional<found_live_run> find_run(const std::string& run_id) const = 0;
+
+  /// What the conversation's next prompt would carry: asked of the conversation when it
+  /// is in memory, else rebuilt from the database as it would load. `not_found` when it
+  /// does not exist.
+  virtual boost::asio::awaitable<expected<prompt_context_view>>
+  context(std::string conversation_id) = 0;
 
   /// How long a run of `agent` may take (its `limits.timeout_s`, else the default).
   virtual std::chrono::milliseconds run_timeout(const storage::agent_record& agent) const = 0;

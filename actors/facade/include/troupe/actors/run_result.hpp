@@ -47,6 +47,11 @@ struct run_result {
   /// the run left it (the kept head, the summary message, the kept tail), which the
   /// conversation's next turns start from. The summary was stored before.
   std::optional<std::vector<chat_message>> compressed_history;
+  /// With `compressed_history`: the stored rows each of its messages stands for.
+  std::vector<storage::message_span> compressed_spans;
+  /// The stored row of the final answer, filled by the write that stores it (null: not
+  /// stored).
+  storage::message_span answer_span;
 };
 
 } // namespace troupe::actors

@@ -8,15 +8,16 @@
 /// A prompt's history is split into a head (the first `protect_head` messages), a tail
 /// (the last `protect_tail`) and the middle between them. Head and tail are widened to
 /// whole groups (prompt_assembly.hpp: an assistant message with tool calls and the tool
-/// results answering it), so a group is never split; the tail also starts no later than
-/// the pinned message (the run's objective), which is never summarised. Compression is
-/// due once the estimate reaches `trigger` x the context window and the middle holds at
-/// least `min_middle` messages. Then the middle's long tool outputs are pruned first
-/// (cut to `pruned_tool_output_chars` with a marker); when that is not enough, the
-/// middle is summarised, by updating the previous summary when the middle holds one.
-/// The summary replaces the middle as one user message starting with `summary_marker`,
-/// and a system note (the `compression_note_block` slot) says once that earlier turns
-/// were compressed.
+/// results answering it), so a group is never split. The pinned message (the run's
+/// objective) is never summarised: when it falls in the middle it is `kept` and follows
+/// the summary, so a long run's own earlier tool rounds are compressed around it.
+/// Compression is due once the estimate reaches `trigger` x the context window and the
+/// middle holds at least `min_middle` messages besides the pinned one. Then the middle's
+/// long tool outputs are pruned first (cut to `pruned_tool_output_chars` with a marker);
+/// when that is not enough, the middle is summarised, by updating the previous summary
+/// when the middle holds one. The summary replaces the middle as one user message
+/// starting with `summary_marker` (then the kept objective, then the tail), and a system
+/// note (the `compression_note_block` slot) says once that earlier turns were compressed.
 
 #include <cstddef>
 #include <cstdint>
@@ -53,7 +54,8 @@ struct compression_input {
   /// The model's context window.
   std::size_t context_window = default_context_window;
   compression_settings settings;
-  /// Index of a message that is never summarised (the tail starts no later); unset: none.
+  /// Index of a message that is never summarised (kept after the summary when it falls
+  /// in the middle); unset: none.
   std::optional<std::size_t> pinned;
   /// Compress whatever the estimate (`/compact`): only the message counts must allow it.
   bool force = false;
@@ -70,6 +72,8 @@ struct compression_plan {
   /// Head: [0, head_end); middle: [head_end, tail_begin); tail: [tail_begin, size).
   std::size_t head_end = 0;
   std::size_t tail_begin = 0;
+  /// The pinned message when it is in the middle: not summarised, it follows the summary.
+  std::optional<std::size_t> kept;
   /// Tool messages of the middle whose output is cut, and the estimate once they are.
   std::vector<std::size_t> prune;
   std::size_t pruned_tokens = 0;
@@ -86,6 +90,10 @@ struct compression_plan {
   }
   std::size_t middle_size() const noexcept {
     return tail_begin > head_end ? tail_begin - head_end : 0;
+  }
+  /// The messages the summary stands for: the middle but the kept one.
+  std::size_t covered() const noexcept {
+    return middle_size() - (kept ? 1 : 0);
   }
 };
 
@@ -127,10 +135,15 @@ completion_request summary_request(std::span<const chat_message> history,
                                    const compression_plan& plan, std::string model,
                                    std::size_t context_window);
 
-/// The history once the middle is replaced by `summary`: head, summary message, tail.
+/// The history once the middle is replaced by `summary`: head, summary message, the kept
+/// pinned message (when it was in the middle), tail.
 std::vector<chat_message> compressed_history(std::span<const chat_message> history,
                                              const compression_plan& plan,
                                              std::string_view summary);
+
+/// Where message `i` of the history is once compressed by `plan` (`compressed_history`'s
+/// order); nullopt for a message the summary stands for.
+std::optional<std::size_t> compressed_index(const compression_plan& plan, std::size_t i);
 
 /// How a conversation's stored turns are shaped when it is brought back into memory.
 struct load_shape {
@@ -146,13 +159,17 @@ struct load_shape {
 struct stored_turn {
   std::vector<chat_message> messages;
   std::int64_t row = 0;
+  /// The caller's tag of each message (its stored row), parallel to `messages`; may be
+  /// empty (then every message's tag is 0).
+  std::vector<std::int64_t> tags;
 };
 
 /// A conversation's history as loaded: the messages and, parallel to them, the tag of the
-/// turn each came from.
+/// turn each came from and the tag of the message itself.
 struct loaded_history {
   std::vector<chat_message> messages;
   std::vector<std::int64_t> rows;
+  std::vector<std::int64_t> tags;
 };
 
 /// Shapes stored turns for a prompt: the newest `full_turns` in full, the
