@@ -56,6 +56,20 @@ TEST_CASE("a python script tool reads its arguments on stdin and answers JSON",
   CHECK_THAT(r.content, Catch::Contains(R"("sandboxed":true)"));
 }
 
+TEST_CASE("a script tool that is a new conversation's first call makes its workspace",
+          "[tools][script_tool][sandbox]") {
+  temp_dir root;
+  const auto ws = root.path() / "workspaces" / "new-conversation";
+  auto tool = script(script_language::bash, "cat > seen.json; echo made");
+  auto r = call_tool(*tool, R"({"text":"first"})", ws, &sandbox());
+  INFO(r.content);
+  REQUIRE(r.ok);
+  CHECK_THAT(r.content, Catch::Contains(R"("result":"made")"));
+  std::ifstream seen(ws / "seen.json");
+  std::string text((std::istreambuf_iterator<char>(seen)), std::istreambuf_iterator<char>());
+  CHECK(text == R"({"text":"first"})");
+}
+
 TEST_CASE("a javascript script tool reads its arguments on stdin",
           "[tools][script_tool][sandbox]") {
   temp_dir ws;

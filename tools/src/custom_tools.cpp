@@ -17,6 +17,7 @@
 #include "troupe/tools/guarded_fetch.hpp"
 #include "troupe/tools/http_template.hpp"
 #include "troupe/tools/sandbox.hpp"
+#include "troupe/tools/workspace.hpp"
 
 namespace troupe::tools {
 
@@ -360,19 +361,23 @@ asio::awaitable<tool_result> script_tool::run(const script_tool* self, std::stri
     co_return tool_failure("policy_blocked",
                            "no sandbox is configured, so the script cannot run; it was not run");
   }
-  std::string code = self->settings_.code;
-  if (code.empty()) {
-    auto pool =
-        self->environment_->pool ? self->environment_->pool : blocking_pool::shared_default();
-    auto read = [path = self->settings_.file](const job_control&) {
-      return read_script_file(path);
-    };
-    auto done = co_await pool->run(std::move(read), std::chrono::seconds(10));
-    if (!done || !*done) {
-      co_return tool_failure("tool_error", !done ? done.error().message : done->error().message);
+  // On the blocking pool: the run's workspace is made when this is its first call (a new
+  // conversation has none yet), and a script kept in a file is read.
+  auto pool = self->environment_->pool ? self->environment_->pool : blocking_pool::shared_default();
+  auto prepare = [path = self->settings_.file, code = self->settings_.code,
+                  workspace_dir = ctx.workspace](const job_control&) -> expected<std::string> {
+    if (!workspace_dir.empty()) {
+      if (auto ws = workspace::open(workspace_dir); !ws) {
+        return tl::unexpected(ws.error());
+      }
     }
-    code = std::move(**done);
+    return code.empty() ? read_script_file(path) : code;
+  };
+  auto done = co_await pool->run(std::move(prepare), std::chrono::seconds(10));
+  if (!done || !*done) {
+    co_return tool_failure("tool_error", !done ? done.error().message : done->error().message);
   }
+  std::string code = std::move(**done);
   auto command = self->argv(code);
   if (::access(command.front().c_str(), X_OK) != 0) {
     co_return tool_failure("tool_error",
