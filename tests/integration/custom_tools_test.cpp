@@ -94,7 +94,7 @@ std::string probe_tool(const origin_server& origin, const std::string& path) {
 
 } // namespace
 
-TEST_CASE("the tools API creates, reads, changes and deletes custom tools; writes need an "
+TEST_CASE("the tools API creates, reads, changes and deletes custom tools, writes need an "
           "admin token and bad definitions are refused naming the field",
           "[integration][custom_tools]") {
   request_log log;
@@ -294,8 +294,8 @@ TEST_CASE("an agent's run calls an HTTP tool, a script tool, web_search and web_
   }
 }
 
-TEST_CASE("builtin web search sends the provider's own option; external mode without an engine "
-          "refuses web_search",
+TEST_CASE("builtin web search sends the provider's own option, and external mode without an "
+          "engine refuses web_search",
           "[integration][custom_tools][web_search]") {
   request_log log;
   mock_llm_fixture mock(scripted(R"([
