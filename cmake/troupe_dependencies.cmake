@@ -20,6 +20,8 @@ find_package(CLI11 CONFIG REQUIRED)
 # SKILL.md front matter (libyaml-cpp-dev).
 find_package(yaml-cpp CONFIG REQUIRED)
 find_package(Threads REQUIRED)
+# web_fetch reads HTML with libxml2's HTML parser (libxml2-dev).
+find_package(LibXml2 REQUIRED)
 
 find_package(PkgConfig REQUIRED)
 pkg_check_modules(SECCOMP REQUIRED IMPORTED_TARGET libseccomp)

@@ -21,7 +21,9 @@
 #include "troupe/storage/repositories.hpp"
 #include "troupe/tools/builtin_tools.hpp"
 #include "troupe/tools/control_tools.hpp"
+#include "troupe/tools/custom_tools.hpp"
 #include "troupe/tools/tool_resolver.hpp"
+#include "troupe/tools/web_tools.hpp"
 
 namespace troupe::actors {
 
@@ -162,8 +164,13 @@ int run_agent_chat(agent_chat_options options) {
   }
   {
     // Unknown providers, models or tools are start-up errors naming the agent.
-    if (auto valid = validate_agents(config.providers, config.agents, tools::known_tool_names());
-        !valid) {
+    auto known = tools::known_tool_names();
+    // Issue 18: the web tools and the file's custom tools (below) are offered here too.
+    known.insert(known.end(), {"web_search", "web_fetch"});
+    for (const auto& t : config.custom_tools) {
+      known.push_back(t.name);
+    }
+    if (auto valid = validate_agents(config.providers, config.agents, known); !valid) {
       fmt::print(stderr, "troupe chat: {}\n", valid.error().message);
       return 2;
     }
@@ -190,6 +197,27 @@ int run_agent_chat(agent_chat_options options) {
     return 2;
   }
   auto resolver = tools::make_builtin_tool_resolver();
+  {
+    // Issue 18: the custom tools and search engines the file declares (this command has
+    // no database: what the API made is not here), and the web tools.
+    const key_env_policy policy(config.secrets.allowed_env);
+    auto environment = std::make_shared<tools::custom_tool_environment>();
+    environment->environment = environment_snapshot();
+    environment->key_env = policy;
+    tools::custom_tool_set custom(environment, tools::known_tool_names());
+    if (auto installed = custom.replace_all(config.custom_tools); !installed) {
+      fmt::print(stderr, "troupe chat: {}\n", installed.error().message);
+      return 2;
+    }
+    auto web = std::make_shared<tools::web_tool_options>();
+    web->web = config.web;
+    web->engines = std::make_shared<tools::search_engine_catalog>();
+    web->engines->set(config.search_engines);
+    web->environment = environment->environment;
+    web->key_env = policy;
+    (void)resolver->add_source(custom.source());
+    (void)resolver->add_source(tools::make_web_tool_source(web));
+  }
 
   boost::asio::io_context io;
   auto guard = boost::asio::make_work_guard(io);

@@ -140,6 +140,11 @@ expected<agent_settings> agent_from_record(const storage::agent_record& a,
       s.memory_max_chars = static_cast<std::uint32_t>(
           std::clamp<std::uint64_t>(v, min_memory_chars, max_memory_chars));
     }
+    // `limits.web_search` (issue 18); a value that is not a mode leaves web access off.
+    std::string_view mode;
+    if (limits["web_search"].get_string().get(mode) == simdjson::SUCCESS) {
+      s.web_search = parse_web_search_mode(mode).value_or(web_search_mode::off);
+    }
   }
   return s;
 }

@@ -45,6 +45,11 @@
 #include "troupe/tools/memory_tool_descriptors.hpp"
 #include "troupe/tools/tool_resolver.hpp"
 
+namespace troupe::tools {
+class custom_tool_set;
+class search_engine_catalog;
+} // namespace troupe::tools
+
 namespace troupe::actors {
 
 namespace asio = boost::asio;
@@ -121,6 +126,11 @@ struct node::impl {
   std::vector<std::unique_ptr<net::http_client>> shard_http;
   std::shared_ptr<chat_service> chat;
   std::shared_ptr<channel_service> channels;
+  // Custom tools, search engines and the API's way to change them (issue 18,
+  // node_tools.cpp).
+  std::shared_ptr<tools::custom_tool_set> custom_tools;
+  std::shared_ptr<tools::search_engine_catalog> search_engines;
+  std::shared_ptr<tools_facade> tools_api;
 
   std::mutex mutex;
   std::condition_variable stopped_cv;
@@ -143,6 +153,16 @@ struct node::impl {
   // Agent runs: memory, the tool resolver and its sources, the sandbox, the LLM
   // clients, the chat service and its facade.
   expected<void> start_runs();
+
+  // Issue 18 (node_tools.cpp): the names agents may list besides the built-in and memory
+  // tools (web_search, web_fetch, the declared custom tools); the declared custom tools
+  // checked before storage opens; written (with the search engines) on the writer
+  // connection once the declared agents are; and the `custom` and `web` sources built from
+  // the tables and added to `resolver`, with the tools facade.
+  std::vector<std::string> extension_tool_names() const;
+  expected<void> check_declared_tools() const;
+  expected<void> sync_declared_tools(storage::connection& writer);
+  expected<void> start_extension_tools(tools::tool_resolver& resolver);
 
   // The channels, then the recovery of queued runs and of channel work from before the
   // last stop.

@@ -111,6 +111,11 @@ expected<void> node::impl::open_storage() {
   if (auto declared = storage::sync_declared_channels(*conn, config.channels); !declared) {
     return tl::unexpected(declared.error());
   }
+  // --- Issue 18: the declared custom tools and search engines (node_tools.cpp).
+  if (auto declared = sync_declared_tools(*conn); !declared) {
+    return tl::unexpected(declared.error());
+  }
+  // --- end of issue 18's part.
   auto reads = storage::read_pool::open(path, config.storage.read_connections);
   if (!reads) {
     return tl::unexpected(reads.error());
@@ -147,6 +152,12 @@ expected<void> node::impl::start_runs() {
       return tl::unexpected(added.error());
     }
   }
+  // --- Issue 18: custom tools (source `custom`) and the web tools (source `web`), from the
+  // tools and search_engines tables; see node_tools.cpp.
+  if (auto added = start_extension_tools(*tool_resolver); !added) {
+    return tl::unexpected(added.error());
+  }
+  // --- end of issue 18's part.
   tools::sandbox_options sandbox;
   sandbox.allow_host = config.tools.allow_host;
   if (sandbox.allow_host) {
@@ -264,6 +275,7 @@ expected<endpoint> node::impl::start_server() {
     services.store = store_facade;
     services.health = health_facade;
     services.memory = memory;
+    services.tools = tools_api; // issue 18
     services.reads = db_reads;
     services.catalog = catalog_rows;
     services.secrets = secrets;
@@ -348,6 +360,14 @@ expected<endpoint> node::start() {
   for (auto& name : tools::memory_tool_names()) {
     tool_names.push_back(std::move(name));
   }
+  // --- Issue 18: the web tools and the declared custom tools (node_tools.cpp).
+  for (auto& name : d.extension_tool_names()) {
+    tool_names.push_back(std::move(name));
+  }
+  if (auto ok = d.check_declared_tools(); !ok) {
+    return tl::unexpected(ok.error());
+  }
+  // --- end of issue 18's part.
   if (auto ok = validate_agents(d.config.providers, d.config.agents, tool_names); !ok) {
     return tl::unexpected(ok.error());
   }

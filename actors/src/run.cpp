@@ -168,13 +168,13 @@ expected<std::shared_ptr<const tools::tool_snapshot>> resolve_tools(const run_sp
     return spec.tool_snapshot;
   }
   if (spec.io.resolver) {
-    return spec.io.resolver->resolve(spec.agent.name, spec.agent.tools);
+    return spec.io.resolver->resolve(spec.agent);
   }
   tools::tool_resolver own;
   const tools::tool_registry none;
   (void)own.add_source(tools::make_registry_tool_source(
       std::string(tools::builtin_source_name), spec.io.tools ? *spec.io.tools : none, true));
-  return own.resolve(spec.agent.name, spec.agent.tools);
+  return own.resolve(spec.agent);
 }
 
 /// The tools the model is offered: the agent's (its list, everything but sub_agent when

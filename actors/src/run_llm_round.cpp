@@ -217,6 +217,7 @@ void send_round(run_self self) {
   }
   request.messages = std::move(assembled.messages);
   request.tools = st.tool_defs;
+  request.web_search = st.spec.agent.web_search == web_search_mode::builtin;
   auto id = std::make_shared<std::uint64_t>(0);
   auto task =
       start_io(self, st.spec.io.http->get_executor(),

@@ -158,6 +158,7 @@ void start_call(run_self self, std::size_t index) {
   context.conversation_row = st.spec.conversation_row;
   context.run_row = st.spec.run_row;
   context.memory_autoapprove = st.spec.agent.memory_autoapprove;
+  context.http = st.spec.io.http;
   // One tool_call actor per call: it owns the call's coroutine and timeout, and dies with
   // the run (cancel_inflight also tells it to stop, which kills its processes).
   tool_call_spec call;

@@ -68,6 +68,17 @@ void read_agent_fields(json_body& body, storage::agent_record& a, bool creating)
     a.tools_json = *v;
   }
   if (auto v = body.object("limits")) {
+    // limits.web_search (issue 18) must name a mode: a typo would leave web access off
+    // without a word.
+    auto limits = json_object::parse(*v);
+    if (limits) {
+      auto mode = limits->text("web_search");
+      if (!mode) {
+        body.invalid("limits.web_search", "must be off, builtin or external");
+      } else if (*mode && !parse_web_search_mode(**mode)) {
+        body.invalid("limits.web_search", "must be off, builtin or external");
+      }
+    }
     a.limits_json = *v;
   }
   if (auto v = body.text("queue_policy")) {

@@ -24,6 +24,7 @@ expected<void> add_routes(net::router& routes, const actors::node_services& serv
   state->chat = services.chat;
   state->channels = services.channels;
   state->memory = services.memory;
+  state->tools = services.tools;
   state->config = config.api;
   state->history_messages = config.actors.history_messages;
   state->history_max_tokens = config.actors.history_max_tokens;
@@ -63,6 +64,8 @@ expected<void> add_routes(net::router& routes, const actors::node_services& serv
   add_openai_routes(table);
   add_memory_routes(table);
   add_channel_routes(table);
+  add_tool_routes(table);
+  add_search_engine_routes(table);
   if (services.background) {
     start_ephemeral_expiry(state, services.background);
   }

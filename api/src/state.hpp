@@ -18,6 +18,7 @@
 #include "troupe/actors/chat_facade.hpp"
 #include "troupe/actors/memory_facade.hpp"
 #include "troupe/actors/store_facade.hpp"
+#include "troupe/actors/tools_facade.hpp"
 #include "troupe/api/auth.hpp"
 #include "troupe/net/http_server.hpp"
 #include "troupe/runtime/agent_config.hpp"
@@ -50,6 +51,9 @@ struct api_state {
   /// Changes of durable memory through each user's memory writer; null: straight to the
   /// store (the changes are still applied one at a time by the store_writer).
   std::shared_ptr<actors::memory_facade> memory;
+  /// Custom tools and search engines of the running node (issue 18); null: changes are
+  /// stored and reach runs at the next start.
+  std::shared_ptr<actors::tools_facade> tools;
   api_settings config;
   /// How a conversation's earlier turns are loaded into a prompt (`actors.history_messages`,
   /// `actors.history_max_tokens`), for the context route.
@@ -168,5 +172,7 @@ void add_run_routes(route_table& routes);
 void add_openai_routes(route_table& routes);
 void add_memory_routes(route_table& routes);
 void add_channel_routes(route_table& routes);
+void add_tool_routes(route_table& routes);
+void add_search_engine_routes(route_table& routes);
 
 } // namespace troupe::api

@@ -120,11 +120,15 @@ struct transfer {
     if (header_list != nullptr) {
       curl_slist_free_all(header_list);
     }
+    if (resolve_list != nullptr) {
+      curl_slist_free_all(resolve_list);
+    }
   }
 
   std::shared_ptr<curl_engine> engine;
   CURL* easy = nullptr;
   curl_slist* header_list = nullptr;
+  curl_slist* resolve_list = nullptr;
   std::string request_body;
   std::shared_ptr<const std::string> shared_body;
   http_deadlines deadlines;
@@ -451,6 +455,14 @@ struct curl_engine : std::enable_shared_from_this<curl_engine> {
       t->header_list = curl_slist_append(t->header_list, line.c_str());
     }
     curl_easy_setopt(e, CURLOPT_HTTPHEADER, t->header_list);
+    if (!request.resolve.empty()) {
+      for (const auto& entry : request.resolve) {
+        // '+': the entry times out like any DNS cache entry instead of staying forever.
+        const auto line = entry.starts_with('+') ? entry : "+" + entry;
+        t->resolve_list = curl_slist_append(t->resolve_list, line.c_str());
+      }
+      curl_easy_setopt(e, CURLOPT_RESOLVE, t->resolve_list);
+    }
     const auto rc = curl_multi_add_handle(multi, e);
     if (rc != CURLM_OK) {
       return fail(errc::io_error, std::string("curl_multi_add_handle: ") + curl_multi_strerror(rc));
@@ -539,6 +551,15 @@ std::string_view http_stream::header(std::string_view name) const noexcept {
 
 std::size_t http_stream::bytes_received() const noexcept {
   return transfer_ ? transfer_->received : 0;
+}
+
+std::string http_stream::remote_address() const {
+  char* ip = nullptr;
+  if (!transfer_ || transfer_->easy == nullptr ||
+      curl_easy_getinfo(transfer_->easy, CURLINFO_PRIMARY_IP, &ip) != CURLE_OK || ip == nullptr) {
+    return {};
+  }
+  return ip;
 }
 
 void http_stream::cancel() {

@@ -414,6 +414,10 @@ expected<std::string> build_openai_request(const completion_request& request) {
   if (!request.response_format_json.empty()) {
     w.key("response_format").raw(request.response_format_json);
   }
+  if (request.web_search) {
+    // The provider's own search, with its defaults (search_context_size "medium").
+    w.key("web_search_options").begin_object().end_object();
+  }
   w.key("stream").value(request.stream);
   if (request.stream) {
     w.key("stream_options").begin_object().key("include_usage").value(true).end_object();
@@ -424,6 +428,11 @@ expected<std::string> build_openai_request(const completion_request& request) {
 
 expected<std::string> build_anthropic_request(const completion_request& request,
                                               std::uint32_t default_max_tokens) {
+  if (request.web_search) {
+    return fail(errc::invalid_argument,
+                "web_search = \"builtin\" needs a provider on OpenAI's wire (Anthropic's web "
+                "search is a server tool troupe does not run): use web_search = \"external\"");
+  }
   if (auto ok = check_fragments(request); !ok) {
     return tl::unexpected(ok.error());
   }

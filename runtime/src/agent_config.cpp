@@ -54,6 +54,28 @@ provider_settings::resolve_api_key(const std::map<std::string, std::string>& env
   return {};
 }
 
+std::string_view to_string(web_search_mode m) noexcept {
+  switch (m) {
+    case web_search_mode::off:
+      return "off";
+    case web_search_mode::builtin:
+      return "builtin";
+    case web_search_mode::external:
+      return "external";
+  }
+  return "off";
+}
+
+expected<web_search_mode> parse_web_search_mode(std::string_view name) {
+  for (auto m : {web_search_mode::off, web_search_mode::builtin, web_search_mode::external}) {
+    if (to_string(m) == name) {
+      return m;
+    }
+  }
+  return fail(errc::invalid_argument,
+              fmt::format("web_search: '{}' is not one of off, builtin, external", name));
+}
+
 std::string_view to_string(queue_policy p) noexcept {
   switch (p) {
     case queue_policy::followup:
@@ -136,10 +158,27 @@ expected<void> validate_agents(const std::vector<provider_settings>& providers,
         return fail(errc::invalid_argument,
                     fmt::format("agent '{}': unknown tool '{}'", a.name, tool));
       }
+      // The web tools follow the agent's `web_search` mode (naming one does not turn it on).
+      if ((tool == "web_search" && a.web_search != web_search_mode::external) ||
+          (tool == "web_fetch" && a.web_search == web_search_mode::off)) {
+        return fail(errc::invalid_argument,
+                    fmt::format("agent '{}': tools names '{}' but web_search is \"{}\" ({})",
+                                a.name, tool, to_string(a.web_search),
+                                tool == "web_search" ? "web_search needs \"external\""
+                                                     : "web_fetch needs \"builtin\" or "
+                                                       "\"external\""));
+      }
     }
     if (a.max_rounds == 0) {
       return fail(errc::invalid_argument,
                   fmt::format("agent '{}': max_rounds must be > 0", a.name));
+    }
+    if (a.web_search == web_search_mode::builtin && provider != providers.end() &&
+        provider->type == "claude") {
+      return fail(errc::invalid_argument,
+                  fmt::format("agent '{}': web_search = \"builtin\" needs a provider on OpenAI's "
+                              "wire, and '{}' is claude: use \"external\"",
+                              a.name, a.provider));
     }
   }
   return {};

@@ -1,5 +1,7 @@
 #include "troupe/runtime/settings.hpp"
 
+#include "tool_config_toml.hpp"
+
 #include <algorithm>
 #include <cctype>
 #include <charconv>
@@ -455,6 +457,26 @@ const std::vector<setting_spec>& specs() {
         "most bytes a workspace may hold; a write or edit past it fails (0: no cap)",
         [](settings& s) -> std::uint64_t& { return s.tools.workspace_max_bytes; }, std::uint64_t{0},
         std::uint64_t{1} << 50));
+    t.push_back(
+        bool_spec("web.fetch_allow_private",
+                  "web_fetch may read loopback, private and link-local addresses (true | false)",
+                  [](settings& s) -> bool& { return s.web.fetch_allow_private; }));
+    t.push_back(millis_spec(
+        "web.fetch_timeout_ms", "longest a web_fetch may take, redirects included",
+        [](settings& s) -> std::chrono::milliseconds& { return s.web.fetch_timeout; }, 100,
+        600'000));
+    t.push_back(integer_spec<std::size_t>(
+        "web.fetch_max_bytes", "bytes of a page web_fetch reads at most (the rest is cut)",
+        [](settings& s) -> std::size_t& { return s.web.fetch_max_bytes; }, std::size_t{1024},
+        max_tool_response_bytes));
+    t.push_back(integer_spec<std::size_t>(
+        "web.fetch_max_chars", "characters of a page's text web_fetch returns at most",
+        [](settings& s) -> std::size_t& { return s.web.fetch_max_chars; }, std::size_t{100},
+        std::size_t{1'000'000}));
+    t.push_back(millis_spec(
+        "web.search_timeout_ms", "longest one search engine may take to answer web_search",
+        [](settings& s) -> std::chrono::milliseconds& { return s.web.search_timeout; }, 100,
+        600'000));
     t.push_back(make_spec(
         "compression.trigger",
         "share of the model's context window the estimated prompt reaches before it is "
@@ -693,6 +715,18 @@ expected<void> apply_entries(settings& target, std::string_view key, const toml:
       if (auto ok = read_channel(target, r, source_name); !ok) {
         return ok;
       }
+    } else if (key == "tools") {
+      auto t = detail::read_tool_entry(*table, source_name, i);
+      if (!t) {
+        return tl::unexpected(t.error());
+      }
+      target.custom_tools.push_back(std::move(*t));
+    } else if (key == "search_engines") {
+      auto e = detail::read_search_engine_entry(*table, source_name, i);
+      if (!e) {
+        return tl::unexpected(e.error());
+      }
+      target.search_engines.push_back(std::move(*e));
     } else {
       agent_settings a;
       std::int64_t max_rounds = a.max_rounds;
@@ -701,6 +735,7 @@ expected<void> apply_entries(settings& target, std::string_view key, const toml:
       std::int64_t context_window = a.context_window;
       std::int64_t memory_max_items = a.memory_max_items;
       std::int64_t memory_max_chars = a.memory_max_chars;
+      std::string web_search = std::string(to_string(a.web_search));
       auto ok = first_failure(
           r.text("name", a.name), r.text("provider", a.provider), r.text("model", a.model),
           r.text("fast_model", a.fast_model), r.text("fallback_model", a.fallback_model),
@@ -710,7 +745,8 @@ expected<void> apply_entries(settings& target, std::string_view key, const toml:
           r.number("context_window", context_window, min_context_window, max_context_window),
           r.boolean("memory", a.memory), r.boolean("memory_autoapprove", a.memory_autoapprove),
           r.number("memory_max_items", memory_max_items, 1, max_memory_items),
-          r.number("memory_max_chars", memory_max_chars, min_memory_chars, max_memory_chars));
+          r.number("memory_max_chars", memory_max_chars, min_memory_chars, max_memory_chars),
+          r.text("web_search", web_search));
       if (ok) {
         ok = r.no_unknown_keys();
       }
@@ -723,6 +759,12 @@ expected<void> apply_entries(settings& target, std::string_view key, const toml:
                                                         parsed_policy.error().message));
       }
       a.queue = *parsed_policy;
+      auto parsed_web = parse_web_search_mode(web_search);
+      if (!parsed_web) {
+        return fail(errc::invalid_argument, fmt::format("{}: agent '{}': {}", source_name, a.name,
+                                                        parsed_web.error().message));
+      }
+      a.web_search = *parsed_web;
       a.max_rounds = static_cast<unsigned>(max_rounds);
       a.timeout = std::chrono::seconds(timeout_s);
       a.context_window = static_cast<std::uint32_t>(context_window);
@@ -769,7 +811,9 @@ expected<void> apply_table(settings& target, const toml::table& table, const std
   for (const auto& [raw_key, node] : table) {
     const std::string key =
         prefix.empty() ? std::string(raw_key.str()) : prefix + "." + std::string(raw_key.str());
-    if (prefix.empty() && (key == "providers" || key == "agents" || key == "channels")) {
+    // `[[tools]]` (custom tools) is an array; `[tools]` (the tool settings) a table.
+    if (prefix.empty() && (key == "providers" || key == "agents" || key == "channels" ||
+                           key == "search_engines" || (key == "tools" && node.is_array()))) {
       const auto* array = node.as_array();
       if (array == nullptr) {
         return fail(errc::invalid_argument, fmt::format("{}: '{}' must be written as [[{}]] tables",
@@ -887,9 +931,15 @@ expected<settings> apply_toml(settings base, std::string_view toml_text,
     // Debian's toml++ is built with exceptions on: parse errors arrive as parse_error.
     parsed = toml::parse(toml_text, source_name);
   } catch (const toml::parse_error& err) {
+    // TOML lets no name be both a table and an array of tables: say what to do instead.
+    const bool tools_clash = err.description().find("'tools'") != std::string_view::npos;
     return fail(errc::invalid_argument,
-                fmt::format("{}:{}:{}: {}", source_name, err.source().begin.line,
-                            err.source().begin.column, err.description()));
+                fmt::format("{}:{}:{}: {}{}", source_name, err.source().begin.line,
+                            err.source().begin.column, err.description(),
+                            tools_clash ? " (a file with [[tools]] entries cannot also have a "
+                                          "[tools] table: set tools.* with flags or "
+                                          "TROUPE_TOOLS_* variables)"
+                                        : ""));
   }
   auto ok = apply_table(base, parsed, "", source_name);
   if (!ok) {
@@ -905,6 +955,14 @@ expected<settings> apply_toml(settings base, std::string_view toml_text,
     }
   }
   if (auto valid = validate_channels(base.channels, policy); !valid) {
+    return fail(errc::invalid_argument, fmt::format("{}: {}", source_name, valid.error().message));
+  }
+  // The agents a custom tool names are checked when the node starts: they may also have
+  // been created over the API.
+  if (auto valid = validate_custom_tools(base.custom_tools, {}, policy); !valid) {
+    return fail(errc::invalid_argument, fmt::format("{}: {}", source_name, valid.error().message));
+  }
+  if (auto valid = validate_search_engines(base.search_engines, policy); !valid) {
     return fail(errc::invalid_argument, fmt::format("{}: {}", source_name, valid.error().message));
   }
   return base;
@@ -1002,6 +1060,9 @@ std::string to_toml(const settings& s) {
                          "memory_max_chars = {}\n",
                          a.memory, a.memory_autoapprove, a.memory_max_items, a.memory_max_chars);
     }
+    if (a.web_search != defaults.web_search) {
+      out += fmt::format("web_search = {}\n", toml_string(to_string(a.web_search)));
+    }
   }
   for (const auto& ch : s.channels) {
     out += fmt::format("\n[[channels]]\nname = {}\ntype = {}\nagent = {}\n", toml_string(ch.name),
@@ -1025,6 +1086,21 @@ std::string to_toml(const settings& s) {
     out += fmt::format("session_scope = {}\nqueue_policy = {}\nstream_edits = {}\n",
                        toml_string(to_string(ch.scope)), toml_string(to_string(ch.queue)),
                        ch.stream_edits);
+  }
+  for (const auto& e : s.search_engines) {
+    out += fmt::format("\n[[search_engines]]\nname = {}\ntype = {}\nkey_env = {}\nbase_url = {}\n"
+                       "enabled = {}\ndefault = {}\n",
+                       toml_string(e.name), toml_string(to_string(e.type)), toml_string(e.key_env),
+                       toml_string(e.base_url), e.enabled, e.is_default);
+  }
+  if (!s.custom_tools.empty()) {
+    // Not as [[tools]]: the [tools] table above holds the tool settings, and TOML allows
+    // only one of the two.
+    out += fmt::format("\n# {} custom tool(s) declared with [[tools]]:", s.custom_tools.size());
+    for (const auto& t : s.custom_tools) {
+      out += fmt::format(" {} ({})", t.name, to_string(t.kind));
+    }
+    out += "\n";
   }
   return out;
 }

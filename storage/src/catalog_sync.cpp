@@ -49,6 +49,9 @@ std::string limits_json(const agent_settings& a) {
   if (a.memory_max_chars != defaults.memory_max_chars) {
     w.key("memory_max_chars").value(a.memory_max_chars);
   }
+  if (a.web_search != defaults.web_search) {
+    w.key("web_search").value(to_string(a.web_search));
+  }
   w.end_object();
   return std::move(w).str();
 }

@@ -113,3 +113,37 @@ TEST_CASE("fetch enforces its body limit", "[net][http_client][integration]") {
   CHECK(r.error().code == errc::limit_exceeded);
   CHECK(http.active_transfers() == 0);
 }
+
+TEST_CASE("a transfer pinned with resolve entries connects to the given address whatever DNS "
+          "says, and reports it",
+          "[net][http_client][integration]") {
+  mock_llm_fixture mock;
+  asio::io_context io;
+  http_client http(io.get_executor());
+  const auto port = std::to_string(mock.port());
+  // `.invalid` never resolves (RFC 6761): only the pin can make this request succeed.
+  http_client_request req;
+  req.url = "http://pinned.invalid:" + port + "/v1/models";
+  req.resolve = {"pinned.invalid:" + port + ":127.0.0.1"};
+  req.deadlines.total = 10s;
+  auto opened = [](http_client& client, http_client_request r) -> asio::awaitable<std::string> {
+    auto stream = co_await client.open(std::move(r));
+    if (!stream) {
+      co_return "error: " + stream.error().message;
+    }
+    std::string body;
+    for (;;) {
+      auto more = co_await stream->read(body);
+      if (!more || !*more) {
+        break;
+      }
+    }
+    co_return std::to_string(stream->status()) + " " + stream->remote_address();
+  };
+  CHECK(run_until_done(io, opened(http, req)) == "200 127.0.0.1");
+
+  http_client_request unpinned;
+  unpinned.url = "http://unpinned.invalid:" + port + "/v1/models";
+  unpinned.deadlines.total = 10s;
+  CHECK(run_until_done(io, opened(http, unpinned)).starts_with("error: "));
+}

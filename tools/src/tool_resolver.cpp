@@ -54,6 +54,17 @@ std::vector<std::string> tool_resolver::source_names() const {
 
 expected<std::shared_ptr<const tool_snapshot>>
 tool_resolver::resolve(std::string_view agent, std::span<const std::string> agent_tools) const {
+  return resolve_for(agent, agent_tools, nullptr);
+}
+
+expected<std::shared_ptr<const tool_snapshot>>
+tool_resolver::resolve(const agent_settings& agent) const {
+  return resolve_for(agent.name, agent.tools, &agent);
+}
+
+expected<std::shared_ptr<const tool_snapshot>>
+tool_resolver::resolve_for(std::string_view agent, std::span<const std::string> agent_tools,
+                           const agent_settings* settings) const {
   std::vector<std::shared_ptr<const tool_source>> sources;
   {
     std::lock_guard lock(mutex_);
@@ -72,6 +83,15 @@ tool_resolver::resolve(std::string_view agent, std::span<const std::string> agen
     snapshot->versions_.push_back({source->name(), set->version});
     for (const auto& t : set->tools) {
       const auto& name = t->descriptor().name;
+      if (settings != nullptr && !t->offered_to(*settings)) {
+        if (std::find(agent_tools.begin(), agent_tools.end(), name) != agent_tools.end()) {
+          return fail(errc::permission_denied,
+                      fmt::format("agent '{}': the tool '{}' (source '{}') is not offered to it "
+                                  "(its `agents` list, or the agent's web_search mode)",
+                                  agent, name, source->name()));
+        }
+        continue;
+      }
       if (const auto* earlier = snapshot->find(name)) {
         if (wanted(name)) {
           return fail(errc::conflict,

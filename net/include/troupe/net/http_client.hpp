@@ -55,6 +55,12 @@ struct http_client_request {
   /// provider's retries) lives once, shared by the attempts.
   std::shared_ptr<const std::string> shared_body;
   http_deadlines deadlines;
+  /// Addresses to connect to instead of asking DNS, as libcurl's CURLOPT_RESOLVE entries
+  /// `HOST:PORT:ADDRESS[,ADDRESS…]` (an IPv6 address in brackets). Callers that check a
+  /// destination's addresses themselves pin the transfer to the checked ones, so a second
+  /// DNS answer cannot send it elsewhere. The entries go into the client's DNS cache with
+  /// its normal lifetime (libcurl's `+` prefix is added).
+  std::vector<std::string> resolve;
 };
 
 /// Knobs of a client.
@@ -113,6 +119,10 @@ public:
 
   /// Body bytes received so far.
   std::size_t bytes_received() const noexcept;
+
+  /// The IP address the transfer's connection goes to (libcurl's CURLINFO_PRIMARY_IP), as
+  /// text; empty when unknown. A reused connection reports the address it was opened to.
+  std::string remote_address() const;
 
 private:
   friend class http_client;

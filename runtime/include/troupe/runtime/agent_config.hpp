@@ -30,6 +30,7 @@
 ///     memory_autoapprove = false          # optional: the agent's proposals go active unreviewed
 ///     memory_max_items = 6                # optional: recalled items per prompt (1..12)
 ///     memory_max_chars = 4200             # optional: characters of the memory block
+///     web_search = "off"                  # optional: off | builtin | external (tool_config.hpp)
 
 #include <chrono>
 #include <cstdint>
@@ -41,6 +42,15 @@
 #include "troupe/runtime/error.hpp"
 
 namespace troupe {
+
+/// How an agent searches the web (issue 18): not at all; with the provider's own search
+/// option (OpenAI's `web_search_options`, Anthropic's web search server tool); or with the
+/// `web_search` tool over the configured `[[search_engines]]`. `web_fetch` is offered in
+/// both builtin and external mode.
+enum class web_search_mode { off, builtin, external };
+
+std::string_view to_string(web_search_mode m) noexcept;
+expected<web_search_mode> parse_web_search_mode(std::string_view name);
 
 /// The context window (in tokens) of a provider's models when the config names none.
 inline constexpr std::uint32_t default_context_window = 128'000;
@@ -162,6 +172,8 @@ struct agent_settings {
   std::uint32_t memory_max_items = 6;
   /// Characters of all items in the block together.
   std::uint32_t memory_max_chars = 4200;
+  /// Web search and fetch (`web_search`): off unless asked for.
+  web_search_mode web_search = web_search_mode::off;
 };
 
 /// The bounds of `memory_max_items` and `memory_max_chars`.

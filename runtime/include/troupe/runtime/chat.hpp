@@ -72,6 +72,11 @@ struct completion_request {
   std::string response_format_json;
   /// Stream the answer (server-sent events) rather than wait for it whole.
   bool stream = true;
+  /// The provider searches the web itself (an agent's `web_search = "builtin"`): OpenAI's
+  /// wire sends `"web_search_options": {}` (OpenAI's search models search; a model
+  /// without the option answers 400). Anthropic's wire refuses the request: its web search
+  /// is a server tool troupe does not run.
+  bool web_search = false;
 };
 
 /// Token counts. Providers report them at the end of a stream (OpenAI with

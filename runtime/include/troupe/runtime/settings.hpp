@@ -20,6 +20,7 @@
 #include "troupe/runtime/channel_config.hpp"
 #include "troupe/runtime/error.hpp"
 #include "troupe/runtime/log.hpp"
+#include "troupe/runtime/tool_config.hpp"
 
 namespace troupe {
 
@@ -188,6 +189,8 @@ struct settings {
   tool_settings tools;
   blocking_settings blocking;
   secrets_settings secrets;
+  /// `[web]`: web_fetch and web_search limits (tool_config.hpp).
+  web_settings web;
   /// `[compression]`: when a conversation's prompt is compressed (issue 16).
   compression_settings compression;
   /// `[[providers]]` entries of the config file.
@@ -196,6 +199,9 @@ struct settings {
   std::vector<agent_settings> agents;
   /// `[[channels]]` entries of the config file (channel_config.hpp).
   std::vector<channel_settings> channels;
+  /// `[[tools]]` and `[[search_engines]]` entries of the config file (tool_config.hpp).
+  std::vector<custom_tool_settings> custom_tools;
+  std::vector<search_engine_settings> search_engines;
 };
 
 /// One configurable key: its dotted name (`server.request_timeout_ms`), environment name

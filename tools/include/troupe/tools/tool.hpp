@@ -17,8 +17,13 @@
 
 #include <boost/asio/awaitable.hpp>
 
+#include "troupe/runtime/agent_config.hpp"
 #include "troupe/runtime/error.hpp"
 #include "troupe/tools/tool_catalog.hpp"
+
+namespace troupe::net {
+class http_client;
+} // namespace troupe::net
 
 namespace troupe::tools {
 
@@ -69,6 +74,9 @@ struct tool_context {
   std::int64_t run_row = 0;
   /// The agent's `memory_autoapprove`: what it proposes is written active.
   bool memory_autoapprove = false;
+  /// The HTTP client of the executor the call runs on (the run's shard): HTTP tools,
+  /// web_search and web_fetch use its connection pool. Null: such tools fail closed.
+  net::http_client* http = nullptr;
 };
 
 /// One tool.
@@ -81,6 +89,12 @@ public:
   /// against the schema by the caller, but tools check what they rely on).
   virtual boost::asio::awaitable<tool_result> invoke(std::string arguments,
                                                      tool_context context) const = 0;
+  /// Whether `agent` may use the tool: a custom tool's `agents` list, the web tools'
+  /// `web_search` mode. A tool not offered to an agent is, for that agent, absent.
+  virtual bool offered_to(const agent_settings& agent) const noexcept {
+    (void)agent;
+    return true;
+  }
 };
 
 /// Tools by name.

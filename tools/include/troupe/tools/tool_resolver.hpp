@@ -93,7 +93,17 @@ public:
   expected<std::shared_ptr<const tool_snapshot>>
   resolve(std::string_view agent, std::span<const std::string> agent_tools) const;
 
+  /// The snapshot of `agent`'s tools as above, leaving out every tool not offered to it
+  /// (`tool::offered_to`): a custom tool whose `agents` list does not name it, the web
+  /// tools its `web_search` mode does not turn on. Its `tools` list naming such a tool
+  /// fails, saying why.
+  expected<std::shared_ptr<const tool_snapshot>> resolve(const agent_settings& agent) const;
+
 private:
+  expected<std::shared_ptr<const tool_snapshot>>
+  resolve_for(std::string_view agent, std::span<const std::string> agent_tools,
+              const agent_settings* settings) const;
+
   mutable std::mutex mutex_;
   std::vector<std::shared_ptr<const tool_source>> sources_;
 };

@@ -16,6 +16,7 @@
 #include "troupe/actors/health_facade.hpp"
 #include "troupe/actors/memory_facade.hpp"
 #include "troupe/actors/store_facade.hpp"
+#include "troupe/actors/tools_facade.hpp"
 #include "troupe/net/http_server.hpp"
 #include "troupe/runtime/error.hpp"
 #include "troupe/runtime/metrics.hpp"
@@ -37,6 +38,8 @@ struct node_services {
   std::shared_ptr<health_facade> health;
   /// Changes of durable memory, through each user's memory writer.
   std::shared_ptr<memory_facade> memory;
+  /// Custom tools and web search engines changed over the API (issue 18).
+  std::shared_ptr<tools_facade> tools;
   std::shared_ptr<storage::read_pool> reads;
   /// Tokens, agents and providers from memory; the routes' writes invalidate it.
   std::shared_ptr<storage::catalog_cache> catalog;
