@@ -210,6 +210,25 @@ boost::asio::awaitable<expected<void>> memory_service::settle(storage::row_id us
   co_return expected<void>{};
 }
 
+boost::asio::awaitable<expected<std::vector<storage::search_hit>>>
+memory_service::search_messages(storage::search_query q) {
+  store_writer_actor store;
+  {
+    std::lock_guard lock(registry_->mutex);
+    store = store_; // stop() drops it under this lock
+  }
+  if (store) {
+    auto indexing = index_messages(system_, std::move(store), options_.read_timeout);
+    if (auto indexed = co_await std::move(indexing); !indexed) {
+      // The search still runs; it misses only what the last pass interval stored.
+      log::warn("memory: indexing before a session search failed: {}", indexed.error().message);
+    }
+  }
+  auto reading = read<std::vector<storage::search_hit>>(
+      [q = std::move(q)](storage::connection& c) { return storage::search_messages(c, q); });
+  co_return co_await std::move(reading);
+}
+
 boost::asio::awaitable<expected<memory::rendered_block>>
 memory_service::recall(memory_recall_request request) {
   auto limits = request.limits;

@@ -332,9 +332,8 @@ private:
     q.owner_user_id = user;
     q.text = text;
     q.limit = wanted;
-    auto reading = memory->read<std::vector<storage::search_hit>>(
-        [q](storage::connection& c) { return storage::search_messages(c, q); });
-    auto hits = co_await std::move(reading);
+    auto searching = memory->search_messages(q);
+    auto hits = co_await std::move(searching);
     if (!hits) {
       co_return storage_failure(hits.error());
     }

@@ -5,9 +5,8 @@
 #include <utility>
 #include <vector>
 
-#include <simdjson.h>
-
 #include "run_state.hpp"
+#include "troupe/runtime/json_object.hpp"
 #include "troupe/runtime/json_writer.hpp"
 
 namespace troupe::actors::detail {
@@ -28,31 +27,40 @@ std::string plan_json(const harness::plan_state& plan) {
 }
 
 tools::tool_result run_plan_tool(harness::plan_state& plan, std::string_view arguments) {
-  simdjson::dom::parser parser;
-  simdjson::padded_string buffer(arguments);
-  simdjson::dom::element root;
-  if (parser.parse(buffer).get(root) != simdjson::SUCCESS) {
-    return tools::tool_failure("invalid_arguments", "the arguments are not valid JSON");
+  auto invalid = [](const error& e) { return tools::tool_failure("invalid_arguments", e.message); };
+  auto args = json_object::parse(arguments, json_object_options::tool_arguments());
+  if (!args) {
+    return invalid(args.error());
   }
-  std::string_view action;
-  if (root["action"].get_string().get(action) != simdjson::SUCCESS) {
-    return tools::tool_failure("invalid_arguments", "action is required");
+  auto action = args->required_text("action");
+  if (!action) {
+    return invalid(action.error());
   }
-  auto text = [&](simdjson::dom::element e, std::string_view key) {
-    std::string_view v;
-    return e[key].get_string().get(v) == simdjson::SUCCESS ? std::string(v) : std::string();
+  // A text field of `o`, "" when absent; its problem (a wrong type) lands in `bad`.
+  std::optional<error> bad;
+  auto text = [&bad](const json_object& o, std::string_view key) {
+    auto v = o.text(key);
+    if (!v) {
+      bad = bad.value_or(v.error());
+      return std::string();
+    }
+    return v->value_or(std::string());
   };
   expected<void> applied;
-  if (action == "read") {
+  if (*action == "read") {
     return {true, plan_json(plan), {}, {}};
   }
-  if (action == "set" || action == "revise") {
-    simdjson::dom::array items;
-    if (root["items"].get_array().get(items) != simdjson::SUCCESS) {
-      return tools::tool_failure("invalid_arguments", "items is required for set and revise");
+  if (*action == "set" || *action == "revise") {
+    if (!args->has("items")) {
+      return tools::tool_failure("invalid_arguments",
+                                 "arguments.items: is required for set and revise");
+    }
+    auto items = args->objects("items");
+    if (!items) {
+      return invalid(items.error());
     }
     std::vector<harness::plan_item_spec> specs;
-    for (auto item : items) {
+    for (const auto& item : *items) {
       harness::plan_item_spec s;
       s.id = text(item, "id");
       s.title = text(item, "title");
@@ -61,24 +69,33 @@ tools::tool_result run_plan_tool(harness::plan_state& plan, std::string_view arg
       if (auto status = text(item, "status"); !status.empty()) {
         auto parsed = harness::parse_plan_status(status);
         if (!parsed) {
-          return tools::tool_failure("invalid_arguments", parsed.error().message);
+          return invalid(parsed.error());
         }
         s.status = *parsed;
       }
       specs.push_back(std::move(s));
     }
-    applied = action == "set" ? plan.set(std::move(specs)) : plan.revise(std::move(specs));
-  } else if (action == "update") {
-    auto status = harness::parse_plan_status(text(root, "status"));
-    if (!status) {
-      return tools::tool_failure("invalid_arguments", status.error().message);
+    if (bad) {
+      return invalid(*bad);
     }
-    applied = plan.update(text(root, "id"), *status, text(root, "reason"));
+    applied = *action == "set" ? plan.set(std::move(specs)) : plan.revise(std::move(specs));
+  } else if (*action == "update") {
+    auto status = harness::parse_plan_status(text(*args, "status"));
+    const auto id = text(*args, "id");
+    const auto reason = text(*args, "reason");
+    if (bad) {
+      return invalid(*bad);
+    }
+    if (!status) {
+      return invalid(status.error());
+    }
+    applied = plan.update(id, *status, reason);
   } else {
-    return tools::tool_failure("invalid_arguments", "action must be set, update, revise or read");
+    return tools::tool_failure("invalid_arguments",
+                               "arguments.action: must be set, update, revise or read");
   }
   if (!applied) {
-    return tools::tool_failure("invalid_arguments", applied.error().message);
+    return invalid(applied.error());
   }
   return {true, plan_json(plan), {}, {}};
 }

@@ -9,9 +9,9 @@
 #include <utility>
 
 #include <fmt/format.h>
-#include <simdjson.h>
 
 #include "run_state.hpp"
+#include "troupe/runtime/json_object.hpp"
 #include "troupe/runtime/json_writer.hpp"
 #include "troupe/tools/control_tools.hpp"
 
@@ -73,41 +73,51 @@ void finish_sub_agent_call(run_self self, std::size_t index) {
 void start_sub_agents(run_self self, std::size_t index) {
   auto& st = self->state;
   auto& slot = st.calls[index];
-  simdjson::dom::parser parser;
-  simdjson::padded_string buffer(slot.call.arguments);
-  simdjson::dom::element root;
-  simdjson::dom::array tasks;
-  if (parser.parse(buffer).get(root) != simdjson::SUCCESS ||
-      root["tasks"].get_array().get(tasks) != simdjson::SUCCESS || tasks.size() == 0) {
-    settle(slot, tools::tool_failure("invalid_arguments", "tasks must be a non-empty array"),
+  auto args = json_object::parse(slot.call.arguments, json_object_options::tool_arguments());
+  auto tasks = args ? args->objects("tasks")
+                    : expected<std::vector<json_object>>(tl::unexpected(args.error()));
+  // Every task's fields are read before any child starts: a wrong one fails the call whole.
+  struct task_fields {
+    std::string objective;
+    std::string mode;
+    std::string model;
+  };
+  std::vector<task_fields> fields;
+  std::optional<error> bad;
+  if (!tasks) {
+    bad = tasks.error();
+  } else if (tasks->empty()) {
+    bad = error{errc::invalid_argument, "arguments.tasks: must be a non-empty array"};
+  } else {
+    for (const auto& task : *tasks) {
+      auto field = [&](std::string_view key) {
+        auto v = task.text(key);
+        if (!v) {
+          bad = bad.value_or(v.error());
+          return std::string();
+        }
+        return v->value_or(std::string());
+      };
+      fields.push_back({field("objective"), field("mode"), field("model")});
+    }
+  }
+  if (bad) {
+    settle(slot, tools::tool_failure("invalid_arguments", bad->message),
            harness::tool_status::error);
     return;
   }
-  slot.children_pending = tasks.size();
-  slot.child_answers.assign(tasks.size(), {});
-  slot.child_ok.assign(tasks.size(), false);
-  std::size_t n = 0;
-  for (auto task : tasks) {
-    const std::size_t task_index = n++;
-    std::string_view objective;
-    std::string_view mode;
-    std::string_view model;
-    if (task["objective"].get_string().get(objective) != simdjson::SUCCESS) {
-      objective = {};
-    }
-    if (task["mode"].get_string().get(mode) != simdjson::SUCCESS) {
-      mode = {};
-    }
-    if (task["model"].get_string().get(model) != simdjson::SUCCESS) {
-      model = {};
-    }
+  slot.children_pending = fields.size();
+  slot.child_answers.assign(fields.size(), {});
+  slot.child_ok.assign(fields.size(), false);
+  for (std::size_t task_index = 0; task_index < fields.size(); ++task_index) {
+    const auto& [objective, mode, model] = fields[task_index];
     run_spec child;
     child.run_id = fmt::format("{}.{}.{}", st.spec.run_id, slot.call.id, task_index + 1);
     child.turn_id = st.spec.turn_id;
     child.agent = st.spec.agent;
     child.agent.system_prompt = std::string(sub_agent_policy.child_system_prompt);
     child.provider = st.spec.provider;
-    child.objective = std::string(objective);
+    child.objective = objective;
     child.depth = st.spec.depth + 1;
     child.blocked_tools = child_blocked_tools(find_sub_agent_mode(mode), *st.tools);
     child.use_fast_model = model == "fast";

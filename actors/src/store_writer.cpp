@@ -8,7 +8,9 @@
 
 #include "troupe/actors/bridge.hpp"
 #include "troupe/actors/shard_scheduler.hpp"
+#include "troupe/runtime/log.hpp"
 #include "troupe/storage/batch.hpp"
+#include "troupe/storage/message_index.hpp"
 
 namespace troupe::actors {
 
@@ -33,11 +35,46 @@ struct store_writer_state {
   // Identifies the armed timer; a tick for an older batch is ignored.
   std::uint64_t batch_generation = 0;
   bool timer_armed = false;
+  // An indexing pass is due (its tick is on the way).
+  bool index_armed = false;
   store_writer_stats stats;
   static inline const char* name = "store_writer";
 };
 
 using writer_pointer = homed_typed_actor<store_writer_state, store_writer_actor>*;
+
+/// Indexes pending messages (message_index.hpp): up to one batch; answers how many.
+std::uint64_t index_messages(writer_pointer self) {
+  auto& st = self->state;
+  st.index_armed = false;
+  if (!st.db) {
+    return 0;
+  }
+  auto indexed = storage::index_pending_messages(*st.db, message_index_batch);
+  if (!indexed) {
+    log::warn("indexing stored messages for search failed (they stay searchable by a scan, "
+              "and the next pass tries again): {}",
+              indexed.error().message);
+    return 0;
+  }
+  st.stats.messages_indexed += static_cast<std::uint64_t>(*indexed);
+  if (*indexed >= message_index_batch) {
+    // More are waiting: the next pass comes right after what is queued now.
+    st.index_armed = true;
+    self->send(self, index_tick_atom::value);
+  }
+  return static_cast<std::uint64_t>(*indexed);
+}
+
+/// Arms the indexing tick after a commit, once.
+void arm_index(writer_pointer self) {
+  auto& st = self->state;
+  if (st.index_armed || !st.db) {
+    return;
+  }
+  st.index_armed = true;
+  self->delayed_send(self, message_index_delay, index_tick_atom::value);
+}
 
 void flush(writer_pointer self) {
   auto& st = self->state;
@@ -69,6 +106,7 @@ void flush(writer_pointer self) {
     }
     batch[i].promise.deliver(std::move(r));
   }
+  arm_index(self);
 }
 
 store_writer_actor::behavior_type store_writer_behavior(writer_pointer self,
@@ -80,8 +118,14 @@ store_writer_actor::behavior_type store_writer_behavior(writer_pointer self,
   // Commit what is queued before stopping, so no accepted write is dropped at shutdown.
   self->set_exit_handler([self](caf::exit_msg& msg) {
     flush(self);
+    // What was stored enters the index before the writer goes (the next start would
+    // index it otherwise).
+    while (index_messages(self) >= static_cast<std::uint64_t>(message_index_batch)) {
+    }
     self->quit(msg.reason);
   });
+  // Messages stored before a crash and not yet indexed.
+  arm_index(self);
   return {
       [self](write_atom, storage::write_op& op) -> caf::typed_response_promise<write_result> {
         auto& st = self->state;
@@ -106,6 +150,11 @@ store_writer_actor::behavior_type store_writer_behavior(writer_pointer self,
         }
       },
       [self](stats_atom) -> store_writer_stats { return self->state.stats; },
+      [self](index_tick_atom) { index_messages(self); },
+      [self](index_atom) -> std::uint64_t {
+        // A pass now; a tick already on its way finds little or nothing left.
+        return index_messages(self);
+      },
   };
 }
 
@@ -126,6 +175,12 @@ boost::asio::awaitable<write_result> write(caf::actor_system& system, store_writ
     co_return tl::unexpected(answer.error());
   }
   co_return std::move(*answer);
+}
+
+boost::asio::awaitable<expected<std::uint64_t>> index_messages(caf::actor_system& system,
+                                                               store_writer_actor writer,
+                                                               std::chrono::milliseconds timeout) {
+  co_return co_await ask<std::uint64_t>(system, std::move(writer), timeout, index_atom::value);
 }
 
 write_result write_blocking(caf::actor_system& system, const store_writer_actor& writer,

@@ -65,30 +65,34 @@ asio::awaitable<http_response> list_models(state_ptr state, api_caller caller) {
   co_return http_response::json(200, std::move(w).str());
 }
 
-/// The text of a message's `content`: a string, or an array of parts whose text parts
-/// are joined.
-std::optional<std::string> content_text(simdjson::dom::element content) {
-  std::string_view s;
-  if (content.get_string().get(s) == simdjson::SUCCESS) {
-    return std::string(s);
-  }
-  if (content.is_null()) {
+/// The text of a message's `content`: a string, null, or an array of parts whose text
+/// parts are joined.
+expected<std::string> content_text(const json_object& message) {
+  const auto content = message.element("content");
+  if (!content || content->is_null()) {
     return std::string();
   }
-  simdjson::dom::array parts;
-  if (content.get_array().get(parts) != simdjson::SUCCESS) {
-    return std::nullopt;
+  if (content->is_string()) {
+    auto text = message.text("content");
+    return text ? expected<std::string>(text->value_or(std::string()))
+                : expected<std::string>(tl::unexpected(text.error()));
+  }
+  auto parts = message.objects("content");
+  if (!parts) {
+    return message.problem("content", "must be a string or an array of parts");
   }
   std::string out;
-  for (auto part : parts) {
-    std::string_view type;
-    std::string_view text;
-    if (part["type"].get_string().get(type) == simdjson::SUCCESS && type == "text" &&
-        part["text"].get_string().get(text) == simdjson::SUCCESS) {
+  for (const auto& part : *parts) {
+    auto type = part.text("type");
+    auto text = part.text("text");
+    if (!type || !text) {
+      return tl::unexpected(!type ? type.error() : text.error());
+    }
+    if (*type == "text" && *text) {
       if (!out.empty()) {
         out += "\n";
       }
-      out += text;
+      out += **text;
     }
   }
   return out;
@@ -104,64 +108,68 @@ struct completion_input {
 };
 
 std::optional<http_response> parse_completion(std::string_view body, completion_input& in) {
-  simdjson::dom::parser parser;
-  simdjson::padded_string padded(body);
-  simdjson::dom::object root;
-  if (parser.parse(padded).get(root) != simdjson::SUCCESS) {
-    return openai_error(400, "invalid_request_error", "the body is not a JSON object");
+  auto invalid = [](const error& e, std::string param) {
+    return openai_error(400, "invalid_request_error", e.message, std::move(param));
+  };
+  auto root = json_object::parse(body);
+  if (!root) {
+    return openai_error(400, "invalid_request_error", root.error().message);
   }
-  std::string_view model;
-  if (root["model"].get_string().get(model) != simdjson::SUCCESS || model.empty()) {
-    return openai_error(400, "invalid_request_error", "model: is required (an agent name)",
+  auto model = root->required_text("model", true);
+  if (!model) {
+    return openai_error(400, "invalid_request_error", model.error().message + " (an agent name)",
                         "model");
   }
-  in.model = std::string(model);
-  bool flag = false;
-  if (root["stream"].get_bool().get(flag) == simdjson::SUCCESS) {
-    in.stream = flag;
+  in.model = std::move(*model);
+  auto stream = root->boolean("stream");
+  if (!stream) {
+    return invalid(stream.error(), "stream");
   }
-  if (root["stream_options"]["include_usage"].get_bool().get(flag) == simdjson::SUCCESS) {
-    in.include_usage = flag;
+  in.stream = stream->value_or(false);
+  auto options = root->object("stream_options");
+  if (!options) {
+    return invalid(options.error(), "stream_options");
   }
-  simdjson::dom::array messages;
-  if (root["messages"].get_array().get(messages) != simdjson::SUCCESS || messages.size() == 0) {
+  if (*options) {
+    auto usage = (*options)->boolean("include_usage");
+    if (!usage) {
+      return invalid(usage.error(), "stream_options");
+    }
+    in.include_usage = usage->value_or(false);
+  }
+  auto messages = root->objects("messages");
+  if (!messages) {
+    return invalid(messages.error(), "messages");
+  }
+  if (messages->empty()) {
     return openai_error(400, "invalid_request_error", "messages: must be a non-empty array",
                         "messages");
   }
   std::string system_text;
   std::vector<chat_message> all;
-  std::size_t index = 0;
-  for (auto m : messages) {
-    std::string_view role;
-    simdjson::dom::element content;
-    if (m["role"].get_string().get(role) != simdjson::SUCCESS) {
-      return openai_error(400, "invalid_request_error",
-                          fmt::format("messages[{}].role: is required", index), "messages");
+  for (const auto& m : *messages) {
+    auto role = m.required_text("role");
+    if (!role) {
+      return invalid(role.error(), "messages");
     }
-    std::optional<std::string> text = std::string();
-    if (m["content"].get(content) == simdjson::SUCCESS) {
-      text = content_text(content);
-    }
+    auto text = content_text(m);
     if (!text) {
-      return openai_error(400, "invalid_request_error",
-                          fmt::format("messages[{}].content: must be a string or parts", index),
-                          "messages");
+      return invalid(text.error(), "messages");
     }
-    if (role == "system" || role == "developer") {
+    if (*role == "system" || *role == "developer") {
       if (!system_text.empty()) {
         system_text += "\n";
       }
       system_text += *text;
-    } else if (role == "user") {
+    } else if (*role == "user") {
       all.push_back(chat_message{chat_role::user, std::move(*text), {}, {}, {}});
-    } else if (role == "assistant") {
+    } else if (*role == "assistant") {
       if (!text->empty()) {
         all.push_back(chat_message{chat_role::assistant, std::move(*text), {}, {}, {}});
       }
     }
     // Tool messages of the caller's own tools are not troupe's: its agent runs its tools
     // server-side.
-    ++index;
   }
   if (all.empty() || all.back().role != chat_role::user || all.back().content.empty()) {
     return openai_error(400, "invalid_request_error",

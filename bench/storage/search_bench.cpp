@@ -16,6 +16,7 @@
 
 #include "troupe/storage/batch.hpp"
 #include "troupe/storage/database.hpp"
+#include "troupe/storage/message_index.hpp"
 #include "troupe/storage/repositories.hpp"
 #include "troupe/storage/schema.hpp"
 #include "troupe/storage/search.hpp"
@@ -141,6 +142,9 @@ const corpus& the_corpus() {
         }
         return {};
       }));
+    }
+    // As the store writer does a moment after each commit (message_index.hpp).
+    while (must(index_pending_messages(db, 100'000)) > 0) {
     }
     must(db.exec("INSERT INTO messages_fts(messages_fts) VALUES ('optimize')"));
     db = connection();

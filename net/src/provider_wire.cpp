@@ -70,14 +70,16 @@ bool contains_icase(std::string_view text, std::string_view needle) {
 }
 
 // True when `json` parses as one complete JSON value (full validation: the DOM parser).
+// Tool schemas are checked on every request, so the thread's parser is reused (a new
+// parser allocates and clears its buffers: most of this check's cost).
 bool valid_json(std::string_view json) {
   if (json.empty()) {
     return false;
   }
-  simdjson::dom::parser parser;
-  simdjson::padded_string padded(json);
+  static thread_local simdjson::dom::parser parser;
   simdjson::dom::element element;
-  return parser.parse(padded).get(element) == simdjson::SUCCESS;
+  // parse(const char*, size_t) copies into the parser's own padded buffer.
+  return parser.parse(json.data(), json.size()).get(element) == simdjson::SUCCESS;
 }
 
 /// Why `text` could not be read as a JSON object: not JSON at all (with simdjson's reason),

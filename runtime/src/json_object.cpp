@@ -4,10 +4,19 @@
 
 namespace troupe {
 
+json_object_options json_object_options::tool_arguments() {
+  json_object_options options;
+  options.subject = "arguments";
+  options.prefix = "arguments.";
+  options.empty_is_object = true;
+  options.null_is_absent = true;
+  return options;
+}
+
 expected<json_object> json_object::parse(std::string_view text, json_object_options options) {
   json_object out;
   out.options_ = std::move(options);
-  out.parser_ = std::make_unique<simdjson::dom::parser>();
+  out.parser_ = std::make_shared<simdjson::dom::parser>();
   if (text.empty() && out.options_.empty_is_object) {
     text = "{}";
   }
@@ -119,6 +128,46 @@ expected<std::vector<std::string>> json_object::text_list(std::string_view key) 
       return problem(fmt::format("{}[{}]", key, index), "must be a string");
     }
     out.emplace_back(s);
+    ++index;
+  }
+  return out;
+}
+
+expected<std::optional<json_object>> json_object::object(std::string_view key) const {
+  const auto value = element(key);
+  if (!value) {
+    return std::optional<json_object>{};
+  }
+  json_object child;
+  if (value->get_object().get(child.object_) != simdjson::SUCCESS) {
+    return problem(key, "must be an object");
+  }
+  child.parser_ = parser_;
+  child.options_ = options_;
+  child.options_.prefix = fmt::format("{}{}.", options_.prefix, key);
+  return std::optional<json_object>(std::move(child));
+}
+
+expected<std::vector<json_object>> json_object::objects(std::string_view key) const {
+  std::vector<json_object> out;
+  const auto value = element(key);
+  if (!value) {
+    return out;
+  }
+  simdjson::dom::array array;
+  if (value->get_array().get(array) != simdjson::SUCCESS) {
+    return problem(key, "must be an array of objects");
+  }
+  std::size_t index = 0;
+  for (auto item : array) {
+    json_object child;
+    if (item.get_object().get(child.object_) != simdjson::SUCCESS) {
+      return problem(fmt::format("{}[{}]", key, index), "must be an object");
+    }
+    child.parser_ = parser_;
+    child.options_ = options_;
+    child.options_.prefix = fmt::format("{}{}[{}].", options_.prefix, key, index);
+    out.push_back(std::move(child));
     ++index;
   }
   return out;

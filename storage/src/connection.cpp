@@ -1,5 +1,7 @@
 #include "troupe/storage/connection.hpp"
 
+#include <algorithm>
+
 #include <fmt/format.h>
 #include <sqlite3.h>
 
@@ -312,6 +314,13 @@ std::int64_t connection::changes() const noexcept {
 
 bool connection::in_transaction() const noexcept {
   return db_ != nullptr && sqlite3_get_autocommit(db_) == 0;
+}
+
+bool connection::has_table(std::string_view name) {
+  // A look into the parsed schema (no statement): cheap enough for every insert.
+  const std::string table(name);
+  return sqlite3_table_column_metadata(db_, "main", table.c_str(), nullptr, nullptr, nullptr,
+                                       nullptr, nullptr, nullptr) == SQLITE_OK;
 }
 
 bool connection::fts5_available() noexcept {

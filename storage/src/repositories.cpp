@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "query.hpp"
+#include "troupe/storage/message_index.hpp"
 
 namespace troupe::storage {
 
@@ -302,16 +303,20 @@ expected<std::vector<conversation_record>> list_conversations(connection& c, row
 
 expected<row_id> insert_message(connection& c, message_record r) {
   const auto t = stamp(r.created_at);
-  auto id =
-      insert_row(c,
-                 "INSERT INTO messages (conversation_id, owner_user_id, run_id, role, content, "
-                 "tool_calls_json, tool_call_id, tool_results_json, prompt_tokens, "
-                 "completion_tokens, created_at) VALUES (?1, (SELECT owner_user_id FROM "
-                 "conversations WHERE id = ?1), ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10)",
-                 r.conversation_id, r.run_id, r.role, r.content, r.tool_calls_json, r.tool_call_id,
-                 r.tool_results_json, r.prompt_tokens, r.completion_tokens, t);
+  // Above every indexed id, so the store writer indexes it (message_index.hpp).
+  auto id = next_message_id(c);
   if (!id) {
     return id;
+  }
+  auto inserted =
+      c.run("INSERT INTO messages (id, conversation_id, owner_user_id, run_id, role, content, "
+            "tool_calls_json, tool_call_id, tool_results_json, prompt_tokens, completion_tokens, "
+            "created_at) VALUES (?1, ?2, (SELECT owner_user_id FROM conversations WHERE id = ?2), "
+            "?3, ?4, ?5, ?6, ?7, ?8, ?9, ?10, ?11)",
+            *id, r.conversation_id, r.run_id, r.role, r.content, r.tool_calls_json, r.tool_call_id,
+            r.tool_results_json, r.prompt_tokens, r.completion_tokens, t);
+  if (!inserted) {
+    return tl::unexpected(inserted.error());
   }
   auto touched = c.run("UPDATE conversations SET updated_at = max(updated_at, ?) WHERE id = ?", t,
                        r.conversation_id);
@@ -323,12 +328,11 @@ expected<row_id> insert_message(connection& c, message_record r) {
 
 expected<std::vector<row_id>> insert_messages(connection& c,
                                               std::span<const message_record> records) {
-  // One statement per chunk: besides parsing less, this matters because SQLite opens a
-  // statement journal for every INSERT that fires a trigger, and FTS5 flushes its
-  // pending index data at each one; a multi-row INSERT flushes once per chunk.
+  // One statement per chunk, parsed once. Ids are given, from next_message_id: above
+  // every indexed id, so the store writer indexes them (message_index.hpp).
   constexpr std::size_t chunk = 128;
   constexpr std::string_view head =
-      "INSERT INTO messages (conversation_id, owner_user_id, run_id, role, content, "
+      "INSERT INTO messages (id, conversation_id, owner_user_id, run_id, role, content, "
       "tool_calls_json, tool_call_id, tool_results_json, prompt_tokens, completion_tokens, "
       "created_at) VALUES ";
   std::vector<row_id> ids;
@@ -339,23 +343,28 @@ expected<std::vector<row_id>> insert_messages(connection& c,
     std::string sql(head);
     for (std::size_t i = 0; i < rows.size(); ++i) {
       sql += i == 0 ? "" : ", ";
-      sql += "(?, (SELECT owner_user_id FROM conversations WHERE id = ?), "
+      sql += "(?, ?, (SELECT owner_user_id FROM conversations WHERE id = ?), "
              "?, ?, ?, ?, ?, ?, ?, ?, ?)";
     }
-    sql += " RETURNING id";
     auto st = c.prepare(sql);
     if (!st) {
       return tl::unexpected(st.error());
     }
+    auto first_id = next_message_id(c);
+    if (!first_id) {
+      return tl::unexpected(first_id.error());
+    }
     int index = 0;
+    row_id next_id = *first_id;
     for (const auto& r : rows) {
       const auto t = stamp(r.created_at);
-      for (auto ok :
-           {st->bind(++index, r.conversation_id), st->bind(++index, r.conversation_id),
-            st->bind(++index, r.run_id), st->bind(++index, r.role), st->bind(++index, r.content),
-            st->bind(++index, r.tool_calls_json), st->bind(++index, r.tool_call_id),
-            st->bind(++index, r.tool_results_json), st->bind(++index, r.prompt_tokens),
-            st->bind(++index, r.completion_tokens), st->bind(++index, t)}) {
+      ids.push_back(next_id);
+      for (auto ok : {st->bind(++index, next_id++), st->bind(++index, r.conversation_id),
+                      st->bind(++index, r.conversation_id), st->bind(++index, r.run_id),
+                      st->bind(++index, r.role), st->bind(++index, r.content),
+                      st->bind(++index, r.tool_calls_json), st->bind(++index, r.tool_call_id),
+                      st->bind(++index, r.tool_results_json), st->bind(++index, r.prompt_tokens),
+                      st->bind(++index, r.completion_tokens), st->bind(++index, t)}) {
         if (!ok) {
           return tl::unexpected(ok.error());
         }
@@ -368,19 +377,9 @@ expected<std::vector<row_id>> insert_messages(connection& c,
         it->second = std::max(it->second, t);
       }
     }
-    const auto first = ids.size();
-    for (;;) {
-      auto row = st->step();
-      if (!row) {
-        return tl::unexpected(row.error());
-      }
-      if (!*row) {
-        break;
-      }
-      ids.push_back(st->int64(0));
+    if (auto ok = st->run(); !ok) {
+      return tl::unexpected(ok.error());
     }
-    // Rows get increasing ids in VALUES order; RETURNING's order is unspecified.
-    std::sort(ids.begin() + static_cast<std::ptrdiff_t>(first), ids.end());
   }
   for (const auto& [conversation, t] : touched) {
     auto ok = c.run("UPDATE conversations SET updated_at = max(updated_at, ?) WHERE id = ?", t,

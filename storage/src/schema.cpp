@@ -284,22 +284,46 @@ constexpr std::string_view message_index_sql = R"sql(
 CREATE VIRTUAL TABLE messages_fts USING fts5(
   content, owner_user_id, content = 'messages', content_rowid = 'id',
   tokenize = 'unicode61 remove_diacritics 2');
-CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN
-  INSERT INTO messages_fts(rowid, content, owner_user_id)
-    VALUES (new.id, new.content, new.owner_user_id);
-END;
-CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages BEGIN
-  INSERT INTO messages_fts(messages_fts, rowid, content, owner_user_id)
-    VALUES ('delete', old.id, old.content, old.owner_user_id);
-END;
-CREATE TRIGGER messages_fts_update AFTER UPDATE OF content, owner_user_id ON messages BEGIN
-  INSERT INTO messages_fts(messages_fts, rowid, content, owner_user_id)
-    VALUES ('delete', old.id, old.content, old.owner_user_id);
-  INSERT INTO messages_fts(rowid, content, owner_user_id)
-    VALUES (new.id, new.content, new.owner_user_id);
-END;
 INSERT INTO messages_fts(messages_fts) VALUES ('rebuild');
 )sql";
+
+// What keeps the index in step with the messages it holds (schema version 11): the
+// progress row and the update and delete triggers, which touch the index only for
+// messages at or below `indexed_to` (message_index.hpp). New messages are indexed by the
+// store writer in batches, not by a trigger.
+constexpr std::string_view message_index_upkeep_sql = R"sql(
+CREATE TABLE IF NOT EXISTS fts_progress (
+  name TEXT PRIMARY KEY,
+  indexed_to INTEGER NOT NULL
+) WITHOUT ROWID;
+INSERT INTO fts_progress (name, indexed_to)
+  VALUES ('messages', (SELECT coalesce(max(id), 0) FROM messages))
+  ON CONFLICT (name) DO NOTHING;
+DROP TRIGGER IF EXISTS messages_fts_insert;
+DROP TRIGGER IF EXISTS messages_fts_delete;
+DROP TRIGGER IF EXISTS messages_fts_update;
+CREATE TRIGGER messages_fts_delete AFTER DELETE ON messages
+WHEN old.id <= (SELECT indexed_to FROM fts_progress WHERE name = 'messages') BEGIN
+  INSERT INTO messages_fts(messages_fts, rowid, content, owner_user_id)
+    VALUES ('delete', old.id, old.content, old.owner_user_id);
+END;
+CREATE TRIGGER messages_fts_update AFTER UPDATE OF content, owner_user_id ON messages
+WHEN old.id <= (SELECT indexed_to FROM fts_progress WHERE name = 'messages') BEGIN
+  INSERT INTO messages_fts(messages_fts, rowid, content, owner_user_id)
+    VALUES ('delete', old.id, old.content, old.owner_user_id);
+  INSERT INTO messages_fts(rowid, content, owner_user_id)
+    VALUES (new.id, new.content, new.owner_user_id);
+END;
+)sql";
+
+/// The progress row and triggers of an existing index (version 11, and whenever the index
+/// is created).
+expected<void> keep_message_index(connection& c) {
+  if (!c.has_table("messages_fts")) {
+    return {}; // no FTS5 here: ensure_message_index adds both once it can
+  }
+  return c.exec(message_index_upkeep_sql);
+}
 
 // Version 3: a token's scope (admin | user | agent, the last bound to one agent) and a
 // provider key given through the API.
@@ -528,16 +552,19 @@ expected<void> apply_schema_v10(connection& c) {
   return c.exec(schema_v10);
 }
 
-// Version 12: channels, continued (issue 17; version 11 belongs to another branch, and
-// migrate() applies whichever versions a database lacks, so the gap is harmless). The
-// journal's second dedupe key (`delivery_id`: Telegram's update_id, Slack's event_id),
-// unique per channel beside the platform message id, and an index on its run (a queued
-// run resumed after a restart finds its sender). The outbox: where a part goes
-// (`reply_to`, for a sender's conversation that spans threads), whether it is a streamed
-// preview (`preview`: part 0 posted early and edited as tokens arrive), and the final
-// edit it owes (`edit_text`, `edit_status` '' | pending | done | dead, with its attempts
-// and next time), so that recording a run's final answer never drops its part 0 when a
-// preview holds that key. Columns are added only when missing (as for version 5).
+// Version 11: new messages are indexed by the store writer in batches, off the answer
+// path (message_index.hpp); the INSERT trigger goes, and the update and delete triggers
+// only touch messages the index holds.
+
+// Version 12: channels, continued (issue 17). The journal's second dedupe key
+// (`delivery_id`: Telegram's update_id, Slack's event_id), unique per channel beside the
+// platform message id, and an index on its run (a queued run resumed after a restart
+// finds its sender). The outbox: where a part goes (`reply_to`, for a sender's
+// conversation that spans threads), whether it is a streamed preview (`preview`: part 0
+// posted early and edited as tokens arrive), and the final edit it owes (`edit_text`,
+// `edit_status` '' | pending | done | dead, with its attempts and next time), so that
+// recording a run's final answer never drops its part 0 when a preview holds that key.
+// Columns are added only when missing (as for version 5).
 expected<void> apply_schema_v12(connection& c) {
   const std::pair<std::string_view, std::string_view> columns[] = {
       {"inbound_journal", "delivery_id TEXT"},
@@ -596,6 +623,8 @@ const std::vector<migration>& migrations() {
       {9, "context summaries", [](connection& c) { return c.exec(schema_v9); }},
       {10, "channel archives and dead-letter notices",
        [](connection& c) { return apply_schema_v10(c); }},
+      {11, "messages indexed in batches by the store writer",
+       [](connection& c) { return keep_message_index(c); }},
       {12, "channel delivery ids, reply targets and streamed previews",
        [](connection& c) { return apply_schema_v12(c); }},
   };
@@ -666,6 +695,15 @@ expected<bool> ensure_message_index(connection& conn) {
     return false;
   }
   if (auto ok = conn.exec(message_index_sql); !ok) {
+    return tl::unexpected(ok.error());
+  }
+  // 'rebuild' indexed every message there is: the progress row starts at the newest.
+  if (conn.has_table("fts_progress")) {
+    if (auto ok = conn.exec("DELETE FROM fts_progress WHERE name = 'messages'"); !ok) {
+      return tl::unexpected(ok.error());
+    }
+  }
+  if (auto ok = keep_message_index(conn); !ok) {
     return tl::unexpected(ok.error());
   }
   return true;

@@ -44,13 +44,15 @@ struct wal_checkpointer::shared_state {
       if (stopping) {
         return;
       }
+      // Cleared before the checkpoint, not after: a request made while it runs (for frames
+      // it may not see) gets a checkpoint of its own.
+      requested = false;
       lock.unlock();
       int frames = 0;
       int copied = 0;
       const int rc = sqlite3_wal_checkpoint_v2(db.native_handle(), nullptr,
                                                SQLITE_CHECKPOINT_PASSIVE, &frames, &copied);
       lock.lock();
-      requested = false;
       if (rc == SQLITE_OK) {
         ++stats.checkpoints;
         if (frames >= 0 && copied == frames) {

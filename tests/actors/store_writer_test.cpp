@@ -14,8 +14,10 @@
 #include <catch2/catch.hpp>
 
 #include "storage/storage_fixture.hpp"
+#include "support/wait_until.hpp"
 #include "troupe/actors/store_writer.hpp"
 #include "troupe/storage/database.hpp"
+#include "troupe/storage/message_index.hpp"
 #include "troupe/storage/repositories.hpp"
 
 using namespace troupe;
@@ -92,6 +94,33 @@ TEST_CASE("the store writer answers a write once it is committed, with the new r
   // Visible to a separate read-only connection: it was committed before the answer.
   auto pool = must(read_pool::open(f.dir.db(), 1));
   CHECK(must(pool->with([&](connection& c) { return find_message(c, id); })).content == "hello");
+}
+
+TEST_CASE("the store writer indexes stored messages for search on its own a moment later, and "
+          "at once when asked",
+          "[actors][store_writer]") {
+  writer_fixture f({2ms, 64});
+  auto pool = must(read_pool::open(f.dir.db(), 1));
+  auto matches = [&](const std::string& word) {
+    return must(pool->with([&](connection& c) {
+      return c.query_int("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?", word);
+    }));
+  };
+  must(write_blocking(f.system, f.writer, f.message("a quokka smiles"), 10s));
+  // The tick after the commit indexes it without anyone asking.
+  REQUIRE(troupe::test::wait_until([&] { return matches("quokka") == 1; }, 10s));
+  CHECK(f.stats().messages_indexed == 1);
+  // Asked right after a commit, the pass runs before the answer.
+  must(write_blocking(f.system, f.writer, f.message("a second quokka"), 10s));
+  caf::scoped_actor self{f.system};
+  std::uint64_t indexed = 0;
+  self->request(f.writer, caf::infinite, index_atom::value)
+      .receive([&](std::uint64_t n) { indexed = n; },
+               [&](caf::error& e) { FAIL(caf::to_string(e)); });
+  CHECK(matches("quokka") == 2);
+  // Either this pass took it or the tick got there first; never both.
+  CHECK(indexed <= 1);
+  CHECK(f.stats().messages_indexed == 2);
 }
 
 TEST_CASE("the store writer commits a full batch of writes in one transaction",
@@ -327,7 +356,9 @@ TEST_CASE("every write acknowledged before a SIGKILL is present after reopening"
   }
   INFO(acked.size() << " acknowledged writes checked");
   CHECK(missing == 0);
-  // The full-text index survived the crash consistent with its table.
+  // The full-text index survived the crash consistent with its table (once the pending
+  // messages, stored after the last pass, are indexed).
+  must(index_pending_messages(conn, 1'000'000));
   must(conn.exec("INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)"));
 }
 

@@ -493,6 +493,30 @@ TEST_CASE("the OpenAI-compatible endpoint answers whole and streamed completions
   const auto no_user = s.call("POST", "/v1/chat/completions", s.admin(),
                               R"({"model":"worker","messages":[{"role":"system","content":"x"}]})");
   CHECK(status_of(no_user) == 400);
+  // A field of the wrong type is refused by name, not ignored.
+  const std::pair<const char*, const char*> refused[] = {
+      {R"([1])", "body: must be a JSON object"},
+      {R"({"messages":[{"role":"user","content":"x"}]})", "model: is required (an agent name)"},
+      {R"({"model":"worker","stream":"yes","messages":[{"role":"user","content":"x"}]})",
+       "stream: must be true or false"},
+      {R"({"model":"worker","stream_options":{"include_usage":1},)"
+       R"("messages":[{"role":"user","content":"x"}]})",
+       "stream_options.include_usage: must be true or false"},
+      {R"({"model":"worker","messages":[{"role":"user","content":"x"},{"content":"y"}]})",
+       "messages[1].role: is required"},
+      {R"({"model":"worker","messages":[{"role":"user","content":42}]})",
+       "messages[0].content: must be a string or an array of parts"},
+      {R"({"model":"worker","messages":[{"role":"user","content":[{"type":"text","text":7}]}]})",
+       "messages[0].content[0].text: must be a string"},
+      {R"({"model":"worker","messages":{}})", "messages: must be an array of objects"},
+  };
+  for (const auto& [body, problem] : refused) {
+    INFO(body);
+    const auto answer = s.call("POST", "/v1/chat/completions", s.admin(), body);
+    CHECK(status_of(answer) == 400);
+    CHECK_THAT(body_of(answer),
+               Catch::Contains(problem) && Catch::Contains("invalid_request_error"));
+  }
 }
 
 TEST_CASE("SIGTERM ends a server with an active run, its follower and retained journals",

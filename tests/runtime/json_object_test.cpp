@@ -29,11 +29,7 @@ TEST_CASE("a json object reads typed fields and names the field of a wrong one",
 
 TEST_CASE("tool-style options: a prefix, null as absent and an empty text as {}",
           "[runtime][json_object]") {
-  json_object_options options;
-  options.subject = "arguments";
-  options.prefix = "arguments.";
-  options.empty_is_object = true;
-  options.null_is_absent = true;
+  const auto options = json_object_options::tool_arguments();
   auto empty = json_object::parse("", options);
   REQUIRE(empty);
   CHECK(empty->keys().empty());
@@ -49,4 +45,32 @@ TEST_CASE("tool-style options: a prefix, null as absent and an empty text as {}"
              Catch::StartsWith("arguments: is not valid JSON"));
   // Without empty_is_object an empty text is not JSON.
   CHECK_THAT(json_object::parse("").error().message, Catch::StartsWith("body: is not valid JSON"));
+}
+
+TEST_CASE("an array of objects reads each as an object sharing the document, its problems "
+          "named by place",
+          "[runtime][json_object]") {
+  std::vector<json_object> tasks;
+  {
+    // The array's objects outlive the object they came from: they share its parser.
+    auto o = json_object::parse(R"({"tasks":[{"objective":"a"},{"objective":"b","mode":"x"}]})",
+                                json_object_options::tool_arguments());
+    REQUIRE(o);
+    tasks = o->objects("tasks").value();
+  }
+  REQUIRE(tasks.size() == 2);
+  CHECK(tasks[1].text("objective").value() == std::optional<std::string>("b"));
+  CHECK(tasks[0].text("mode").value() == std::nullopt);
+  CHECK(tasks[1].integer("mode").error().message == "arguments.tasks[1].mode: must be an integer");
+  auto o = json_object::parse(R"({"a":[{}, 3],"b":{"on":1},"c":[]})");
+  REQUIRE(o);
+  auto b = o->object("b").value();
+  REQUIRE(b);
+  CHECK(b->boolean("on").error().message == "b.on: must be true or false");
+  CHECK(o->object("c").error().message == "c: must be an object");
+  CHECK(o->object("absent").value() == std::nullopt);
+  CHECK(o->objects("a").error().message == "a[1]: must be an object");
+  CHECK(o->objects("b").error().message == "b: must be an array of objects");
+  CHECK(o->objects("c").value().empty());
+  CHECK(o->objects("absent").value().empty());
 }

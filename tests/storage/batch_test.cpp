@@ -4,6 +4,7 @@
 
 #include "storage/storage_fixture.hpp"
 #include "troupe/storage/batch.hpp"
+#include "troupe/storage/message_index.hpp"
 
 using namespace troupe;
 using namespace troupe::storage;
@@ -111,7 +112,8 @@ TEST_CASE("a batch of many message appends stores each one and answers with its 
   }
   CHECK(i == 300);
   CHECK(must(list_messages(f.db, c2)).size() == 100);
-  // Every one is in the full-text index.
+  // Every one is in the full-text index after one indexing pass.
+  CHECK(must(index_pending_messages(f.db, 1000)) == 300);
   CHECK(must(f.db.query_int("SELECT count(*) FROM messages_fts WHERE messages_fts MATCH ?",
                             std::string("xylophone"))) == 300);
   must(f.db.exec("INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)"));

@@ -1,6 +1,9 @@
+#include <set>
+
 #include <catch2/catch.hpp>
 
 #include "storage/storage_fixture.hpp"
+#include "troupe/storage/message_index.hpp"
 #include "troupe/storage/schema.hpp"
 #include "troupe/storage/search.hpp"
 
@@ -160,4 +163,39 @@ TEST_CASE("the run events migration applies on an existing database and keeps it
                                               {2, "", "[DONE]"}};
   CHECK(must(append_run_events(c, "run-before", events)) == 2);
   CHECK(must(list_run_events(c, run)).size() == 2);
+}
+
+TEST_CASE("migrating a database whose messages were indexed by a trigger keeps its index and "
+          "indexes new messages in passes",
+          "[storage][schema][search]") {
+  fresh_db f;
+  const auto user = f.add_user("ann");
+  const auto conv = f.add_conversation(user, f.add_agent(), "c1");
+  // As versions 2-10 left it: no progress row, an INSERT trigger indexing each message.
+  must(f.db.exec("DROP TABLE fts_progress; DROP TRIGGER messages_fts_delete; "
+                 "DROP TRIGGER messages_fts_update; "
+                 "CREATE TRIGGER messages_fts_insert AFTER INSERT ON messages BEGIN "
+                 "INSERT INTO messages_fts(rowid, content, owner_user_id) "
+                 "VALUES (new.id, new.content, new.owner_user_id); END;"));
+  const auto before = f.add_message(conv, "user", "an axolotl regrows its legs");
+  must(f.db.exec("PRAGMA user_version = 10;"));
+  CHECK(must(migrate(f.db)) == latest_schema_version());
+  CHECK(table_count(f.db, "messages_fts_insert") == 0);
+  // The message the trigger indexed counts as indexed; the next one waits for a pass.
+  CHECK(must(messages_indexed_to(f.db)) == before);
+  const auto after = f.add_message(conv, "user", "a second axolotl");
+  CHECK(after > before);
+  auto found = [&] {
+    std::set<row_id> ids;
+    for (const auto& h :
+         must(search_messages(f.db, {user, "axolotl", 10, search_engine_kind::fts}))) {
+      ids.insert(h.message_id);
+    }
+    return ids;
+  };
+  CHECK(found() == std::set<row_id>{before}); // the newer one waits for a pass
+  CHECK(must(index_pending_messages(f.db, 100)) == 1);
+  CHECK(must(messages_indexed_to(f.db)) == after);
+  CHECK(found() == std::set<row_id>{before, after}); // both by the index, each once
+  must(f.db.exec("INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)"));
 }

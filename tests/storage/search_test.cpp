@@ -4,6 +4,7 @@
 #include <catch2/catch.hpp>
 
 #include "storage/storage_fixture.hpp"
+#include "troupe/storage/message_index.hpp"
 #include "troupe/storage/search.hpp"
 
 using namespace troupe;
@@ -20,8 +21,10 @@ std::set<row_id> ids(const std::vector<search_hit>& hits) {
   return out;
 }
 
+// Searches after an indexing pass, as session search does (message_index.hpp).
 std::vector<search_hit> find(connection& c, row_id owner, const std::string& text,
                              search_engine_kind engine, std::int64_t limit = 20) {
+  must(index_pending_messages(c, 1'000'000));
   return must(search_messages(c, {owner, text, limit, engine}));
 }
 
@@ -34,6 +37,8 @@ struct two_users : fresh_db {
   row_id bob_conv = add_conversation(bob, agent, "bob-conv");
   row_id ann_msg = add_message(ann_conv, "user", "Tell me about emperor penguins in Antarctica");
   row_id bob_msg = add_message(bob_conv, "user", "My secret penguin password is hunter2");
+  // As the store writer does a moment after they are stored (message_index.hpp).
+  std::int64_t indexed = must(index_pending_messages(db, 100));
 };
 
 const auto both_engines = {search_engine_kind::fts, search_engine_kind::like};
@@ -117,7 +122,7 @@ TEST_CASE("the LIKE fallback keeps the same results contract as FTS", "[storage]
 
 TEST_CASE("automatic search falls back to LIKE when the index is missing", "[storage][search]") {
   two_users f;
-  must(f.db.exec("DROP TABLE messages_fts; DROP TRIGGER messages_fts_insert; "
+  must(f.db.exec("DROP TABLE messages_fts; DROP TRIGGER IF EXISTS messages_fts_insert; "
                  "DROP TRIGGER messages_fts_delete; DROP TRIGGER messages_fts_update;"));
   auto hits = find(f.db, f.ann, "penguins", search_engine_kind::automatic);
   CHECK(ids(hits) == std::set<row_id>{f.ann_msg});
@@ -161,6 +166,7 @@ TEST_CASE("hostile query text is never interpreted as FTS syntax", "[storage][se
       std::string("alpha\0beta", 10),
       "\xff\xfe alpha \xc3",
   };
+  must(index_pending_messages(f.db, 1'000'000));
   for (const auto& text : hostile) {
     for (auto engine : both_engines) {
       INFO("query: " << text << " engine " << static_cast<int>(engine));
@@ -222,6 +228,7 @@ TEST_CASE("very common words do not select or rank hits, and alone give newest f
     common.push_back(f.add_message(conv, "user", "the weather is fine " + std::to_string(i)));
   }
   const auto zebra = f.add_message(conv, "user", "the zebra");
+  must(index_pending_messages(f.db, 1'000'000));
   search_query q{ann, "the zebra", 20, search_engine_kind::fts};
   q.common_term_rows = 3; // "the" is in 6 messages: a stop word here
   auto hits = must(search_messages(f.db, q));
@@ -239,4 +246,52 @@ TEST_CASE("very common words do not select or rank hits, and alone give newest f
   hits = must(search_messages(f.db, q));
   REQUIRE(hits.size() == 6);
   CHECK(hits[0].message_id == zebra);
+}
+
+TEST_CASE("messages stored one or many at a time are found by the index after an indexing pass",
+          "[storage][search]") {
+  two_users f;
+  must(index_pending_messages(f.db, 100));
+  CHECK(must(f.db.query_int("SELECT count(*) FROM sqlite_master WHERE type = 'trigger' AND "
+                            "name = 'messages_fts_insert'")) == 0);
+  std::vector<message_record> batch;
+  for (const auto* text : {"a narwhal pod", "narwhals hunt cod", "nothing about whales"}) {
+    message_record m;
+    m.conversation_id = f.ann_conv;
+    m.role = "assistant";
+    m.content = text;
+    batch.push_back(m);
+  }
+  const auto many = must(insert_messages(f.db, batch));
+  REQUIRE(many.size() == 3);
+  const auto single = f.add_message(f.bob_conv, "user", "bob saw a narwhal");
+
+  // Pending: the index does not hold them yet; the LIKE engine reads the table.
+  CHECK(must(search_messages(f.db, {f.ann, "narwhal", 20, search_engine_kind::fts})).empty());
+  CHECK(must(search_messages(f.db, {f.ann, "narwhal", 20, search_engine_kind::like})).size() == 2);
+  CHECK(must(index_pending_messages(f.db, 100)) == 4);
+  CHECK(must(messages_indexed_to(f.db)) == single);
+  CHECK(ids(find(f.db, f.ann, "narwhal narwhals", search_engine_kind::fts)) ==
+        std::set<row_id>{many[0], many[1]});
+  CHECK(ids(find(f.db, f.bob, "narwhal", search_engine_kind::fts)) == std::set<row_id>{single});
+  CHECK(ids(find(f.db, f.ann, "whales", search_engine_kind::fts)) == std::set<row_id>{many[2]});
+  must(f.db.exec("INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)"));
+}
+
+TEST_CASE("a message edited or deleted before it was indexed leaves the index sound",
+          "[storage][search]") {
+  two_users f;
+  must(index_pending_messages(f.db, 100));
+  const auto edited = f.add_message(f.ann_conv, "user", "first words about otters");
+  const auto deleted = f.add_message(f.ann_conv, "user", "otters that vanish");
+  must(update_message_content(f.db, edited, "second words about beavers"));
+  must(delete_message(f.db, deleted));
+  CHECK(must(index_pending_messages(f.db, 100)) == 1);
+  CHECK(find(f.db, f.ann, "otters", search_engine_kind::fts).empty());
+  CHECK(ids(find(f.db, f.ann, "beavers", search_engine_kind::fts)) == std::set<row_id>{edited});
+  // A later message never takes an id the index already passed.
+  const auto next = f.add_message(f.ann_conv, "user", "beavers again");
+  CHECK(next > edited);
+  CHECK(must(index_pending_messages(f.db, 100)) == 1);
+  must(f.db.exec("INSERT INTO messages_fts(messages_fts, rank) VALUES ('integrity-check', 1)"));
 }

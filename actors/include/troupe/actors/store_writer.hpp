@@ -25,6 +25,8 @@ namespace troupe::actors {
 using write_atom = caf::atom_constant<caf::atom("write")>;
 using stats_atom = caf::atom_constant<caf::atom("stats")>;
 using flush_atom = caf::atom_constant<caf::atom("flush")>;
+using index_atom = caf::atom_constant<caf::atom("index")>;
+using index_tick_atom = caf::atom_constant<caf::atom("indextick")>;
 
 /// A write's outcome: the row id it produced (0 for none) or why it failed.
 using write_result = expected<std::int64_t>;
@@ -39,14 +41,27 @@ struct store_writer_stats {
   std::uint64_t failed_writes = 0;
   /// The most writes one transaction carried.
   std::uint64_t largest_batch = 0;
+  /// Messages put into the full-text index (message_index.hpp).
+  std::uint64_t messages_indexed = 0;
 };
 
 /// The writer's interface: `write` answers when the write is durable (committed);
-/// `stats` reports the counters; `flush` is its own group-commit timer tick.
+/// `stats` reports the counters; `flush` is its own group-commit timer tick; `index_tick`
+/// its tick for indexing the messages stored since the last pass (message_index.hpp);
+/// `index` runs a pass now and answers how many messages it indexed (for whoever must find
+/// every committed message in the full-text index: session search, tests).
 using store_writer_actor =
     caf::typed_actor<caf::replies_to<write_atom, storage::write_op>::with<write_result>,
                      caf::replies_to<stats_atom>::with<store_writer_stats>,
-                     caf::reacts_to<flush_atom, std::uint64_t>>;
+                     caf::reacts_to<flush_atom, std::uint64_t>, caf::reacts_to<index_tick_atom>,
+                     caf::replies_to<index_atom>::with<std::uint64_t>>;
+
+/// How long after a commit the writer indexes the messages stored meanwhile: long enough
+/// to gather many (one FTS5 segment for all of them), short enough that a search without
+/// its own pass (`index_atom`) misses few.
+inline constexpr std::chrono::milliseconds message_index_delay{50};
+/// The most messages one indexing pass takes; more wait for the next pass, right after.
+inline constexpr std::int64_t message_index_batch = 2000;
 
 /// How long an actor or route waits for the writer to answer a write. Generous: a write
 /// waits for its batch's commit, and a busy disk may take seconds.
@@ -116,6 +131,12 @@ store_writer_actor spawn_store_writer(caf::actor_system& system,
 /// For coroutines: sends `op` and resumes when it is durable, failed or timed out.
 boost::asio::awaitable<write_result> write(caf::actor_system& system, store_writer_actor writer,
                                            storage::write_op op, std::chrono::milliseconds timeout);
+
+/// For coroutines: asks the writer for an indexing pass now (every message committed
+/// before it is then in the full-text index) and resumes with how many it indexed.
+boost::asio::awaitable<expected<std::uint64_t>> index_messages(caf::actor_system& system,
+                                                               store_writer_actor writer,
+                                                               std::chrono::milliseconds timeout);
 
 /// For `main`, tests and tools (blocks the calling thread; never call from an actor).
 write_result write_blocking(caf::actor_system& system, const store_writer_actor& writer,

@@ -28,6 +28,9 @@ struct json_object_options {
   bool empty_is_object = false;
   /// A field set to null reads as absent (tools); else null is a value of the wrong type.
   bool null_is_absent = false;
+
+  /// A tool call's arguments: "arguments.path: …", an empty text is `{}`, null is absent.
+  static json_object_options tool_arguments();
 };
 
 /// A parsed JSON object. Getters answer nullopt for an absent field and an
@@ -53,14 +56,19 @@ public:
   expected<std::optional<bool>> boolean(std::string_view key) const;
   /// An array of strings (empty when absent).
   expected<std::vector<std::string>> text_list(std::string_view key) const;
+  /// A nested object (nullopt when absent), read as this object is ("stream_options.x").
+  expected<std::optional<json_object>> object(std::string_view key) const;
+  /// An array of objects (empty when absent), each read as this object is, its problems
+  /// named by place ("arguments.tasks[2].mode: must be a string").
+  expected<std::vector<json_object>> objects(std::string_view key) const;
 
   /// An `invalid_argument` error "<prefix><key>: <problem>".
   tl::unexpected<error> problem(std::string_view key, std::string_view what) const;
 
 private:
   json_object() = default;
-  // The parser owns the document the object points into; moved as one.
-  std::unique_ptr<simdjson::dom::parser> parser_;
+  // The parser owns the document the object points into; the objects of an array share it.
+  std::shared_ptr<simdjson::dom::parser> parser_;
   simdjson::dom::object object_;
   json_object_options options_;
 };

@@ -14,6 +14,7 @@
 #include <string_view>
 #include <unordered_map>
 #include <utility>
+#include <vector>
 
 #include "troupe/runtime/error.hpp"
 
@@ -192,6 +193,9 @@ public:
 
   /// Whether this SQLite library has FTS5 compiled in.
   static bool fts5_available() noexcept;
+
+  /// Whether the database's main schema has a table (or virtual table) called `name`.
+  bool has_table(std::string_view name);
 
   sqlite3* native_handle() const noexcept {
     return db_;

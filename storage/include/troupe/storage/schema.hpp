@@ -24,9 +24,9 @@ expected<int> migrate(connection& conn);
 /// Whether the messages full-text index (FTS5) exists in this database.
 expected<bool> has_message_index(connection& conn);
 
-/// Creates the FTS5 index of messages with its insert, update and delete triggers, and
-/// fills it from the existing messages, if FTS5 is available and the index is missing.
-/// Returns whether the index exists afterwards.
+/// Creates the FTS5 index of messages, fills it from the existing messages and sets up its
+/// upkeep (the progress row, the update and delete triggers: message_index.hpp), if FTS5
+/// is available and the index is missing. Returns whether the index exists afterwards.
 expected<bool> ensure_message_index(connection& conn);
 
 } // namespace troupe::storage

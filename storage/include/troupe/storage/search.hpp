@@ -60,7 +60,8 @@ std::vector<std::string> query_terms(std::string_view text);
 std::string fts_match_expression(std::string_view text);
 
 /// Runs a search. Text with no words yields no hits (not an error); `fts` without the
-/// index fails with `unavailable`.
+/// index fails with `unavailable`, and finds only the messages already indexed
+/// (message_index.hpp: index_pending_messages first to find every one).
 expected<std::vector<search_hit>> search_messages(connection& c, const search_query& q);
 
 } // namespace troupe::storage
