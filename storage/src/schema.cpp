@@ -556,14 +556,15 @@ expected<void> apply_schema_v10(connection& c) {
 // path (message_index.hpp); the INSERT trigger goes, and the update and delete triggers
 // only touch messages the index holds.
 
-// Version 12: channels, continued (issue 17). The journal's second dedupe key (`delivery_id`:
-// Telegram's update_id, Slack's event_id), unique per channel beside the platform message id, and
-// an index on its run (a queued run resumed after a restart finds its sender). The outbox: where a
-// part goes (`reply_to`, for a sender's conversation that spans threads), whether it is a streamed
-// preview (`preview`: part 0 posted early and edited as tokens arrive), and the final edit it owes
-// (`edit_text`, `edit_status` '' | pending | done | dead, with its attempts and next time), so that
-// recording a run's final answer never drops its part 0 when a preview holds that key. Columns are
-// added only when missing (as for version 5).
+// Version 12: channels, continued (issue 17). The journal's second dedupe key
+// (`delivery_id`: Telegram's update_id, Slack's event_id), unique per channel beside the
+// platform message id, and an index on its run (a queued run resumed after a restart
+// finds its sender). The outbox: where a part goes (`reply_to`, for a sender's
+// conversation that spans threads), whether it is a streamed preview (`preview`: part 0
+// posted early and edited as tokens arrive), and the final edit it owes (`edit_text`,
+// `edit_status` '' | pending | done | dead, with its attempts and next time), so that
+// recording a run's final answer never drops its part 0 when a preview holds that key.
+// Columns are added only when missing (as for version 5).
 expected<void> apply_schema_v12(connection& c) {
   const std::pair<std::string_view, std::string_view> columns[] = {
       {"inbound_journal", "delivery_id TEXT"},
