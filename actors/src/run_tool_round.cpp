@@ -341,6 +341,18 @@ void end_tool_round(run_self self) {
 
 void run_tool_round(run_self self, std::vector<tool_call> calls) {
   auto& st = self->state;
+  if (st.spec.row_pending) {
+    // Tools are given the run's and the conversation's rows (the memory tool names them as
+    // a proposal's source): a round that comes before the run row's write has committed
+    // waits for it. Rare and short: the write was sent before the model was asked. When
+    // the write fails the run fails (on_run_row) and the round never starts.
+    st.row_waiters.push_back([self, calls = std::move(calls)](bool ok) mutable {
+      if (ok && !self->state.finished) {
+        run_tool_round(self, std::move(calls));
+      }
+    });
+    return;
+  }
   st.calls.clear();
   for (std::size_t i = 0; i < calls.size(); ++i) {
     call_slot slot;
