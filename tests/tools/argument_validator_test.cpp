@@ -162,3 +162,16 @@ TEST_CASE("a broken schema is reported when compiled", "[tools][arguments]") {
   REQUIRE_FALSE(bad_bound);
   CHECK(bad_bound.error().message == "schema $.minLength must be a non-negative integer");
 }
+
+TEST_CASE("a count bound past 2^64 is the largest count, not undefined behaviour",
+          "[tools][arguments]") {
+  // As the fuzzer found it: a whole double far outside uint64 (the cast was UB).
+  auto huge = argument_schema::compile(
+      R"({"properties":{"s":{"type":"string","minLength":1911111111111111111111.9},)"
+      R"("a":{"type":"array","maxItems":1e300}}})");
+  REQUIRE(huge);
+  auto short_text = huge->validate(R"({"s":"short"})");
+  REQUIRE_FALSE(short_text);
+  CHECK_THAT(short_text.error().message, Catch::Contains("arguments.s"));
+  CHECK(huge->validate(R"({"a":[1,2,3]})"));
+}

@@ -1,6 +1,7 @@
 #include "troupe/tools/argument_validator.hpp"
 
 #include <cmath>
+#include <limits>
 #include <optional>
 #include <vector>
 
@@ -195,6 +196,12 @@ expected<std::optional<std::uint64_t>> count_keyword(simdjson::dom::object objec
   if (!number || !is_integral(value) || *number < 0) {
     return fail(errc::invalid_argument,
                 "schema " + at + "." + std::string(key) + " must be a non-negative integer");
+  }
+  // A count no value can reach (a double at or past 2^64) is the largest count: converting
+  // it would be undefined behaviour (found by the argument_validator fuzzer).
+  constexpr double two_to_64 = 18446744073709551616.0;
+  if (*number >= two_to_64) {
+    return std::optional<std::uint64_t>(std::numeric_limits<std::uint64_t>::max());
   }
   return static_cast<std::uint64_t>(*number);
 }
