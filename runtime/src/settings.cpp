@@ -12,6 +12,8 @@
 #include <toml++/toml.h>
 #include <unistd.h>
 
+#include "mcp_toml.hpp"
+
 extern char** environ;
 
 namespace troupe {
@@ -764,6 +766,19 @@ expected<void> apply_table(settings& target, const toml::table& table, const std
   for (const auto& [raw_key, node] : table) {
     const std::string key =
         prefix.empty() ? std::string(raw_key.str()) : prefix + "." + std::string(raw_key.str());
+    if (prefix.empty() && key == "mcp_servers") {
+      // [[mcp_servers]] (mcp_config.hpp), read and checked entry by entry there.
+      const auto* array = node.as_array();
+      if (array == nullptr) {
+        return fail(errc::invalid_argument,
+                    fmt::format("{}: 'mcp_servers' must be written as [[mcp_servers]] tables",
+                                source_name));
+      }
+      if (auto ok = detail::read_mcp_servers(target.mcp_servers, *array, source_name); !ok) {
+        return ok;
+      }
+      continue;
+    }
     if (prefix.empty() && (key == "providers" || key == "agents" || key == "channels")) {
       const auto* array = node.as_array();
       if (array == nullptr) {
@@ -902,6 +917,9 @@ expected<settings> apply_toml(settings base, std::string_view toml_text,
   if (auto valid = validate_channels(base.channels, policy); !valid) {
     return fail(errc::invalid_argument, fmt::format("{}: {}", source_name, valid.error().message));
   }
+  if (auto valid = validate_mcp_servers(base.mcp_servers); !valid) {
+    return fail(errc::invalid_argument, fmt::format("{}: {}", source_name, valid.error().message));
+  }
   return base;
 }
 
@@ -1021,6 +1039,7 @@ std::string to_toml(const settings& s) {
                        toml_string(to_string(ch.scope)), toml_string(to_string(ch.queue)),
                        ch.stream_edits);
   }
+  out += mcp_servers_toml(s.mcp_servers);
   return out;
 }
 

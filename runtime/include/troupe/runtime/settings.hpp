@@ -20,6 +20,7 @@
 #include "troupe/runtime/channel_config.hpp"
 #include "troupe/runtime/error.hpp"
 #include "troupe/runtime/log.hpp"
+#include "troupe/runtime/mcp_config.hpp"
 
 namespace troupe {
 
@@ -193,6 +194,8 @@ struct settings {
   std::vector<agent_settings> agents;
   /// `[[channels]]` entries of the config file (channel_config.hpp).
   std::vector<channel_settings> channels;
+  /// `[[mcp_servers]]` entries of the config file (mcp_config.hpp).
+  std::vector<mcp_server_settings> mcp_servers;
 };
 
 /// One configurable key: its dotted name (`server.request_timeout_ms`), environment name
