@@ -42,6 +42,7 @@
 #include "troupe/tools/blocking_pool.hpp"
 #include "troupe/tools/builtin_tools.hpp"
 #include "troupe/tools/control_tools.hpp"
+#include "troupe/tools/mcp_servers.hpp"
 #include "troupe/tools/memory_tool_descriptors.hpp"
 #include "troupe/tools/tool_resolver.hpp"
 
@@ -121,6 +122,8 @@ struct node::impl {
   std::vector<std::unique_ptr<net::http_client>> shard_http;
   std::shared_ptr<chat_service> chat;
   std::shared_ptr<channel_service> channels;
+  // The MCP servers runs use as tool sources (on a strand of `aux_io()`).
+  std::shared_ptr<tools::mcp_servers> mcp;
 
   std::mutex mutex;
   std::condition_variable stopped_cv;
@@ -143,6 +146,9 @@ struct node::impl {
   // Agent runs: memory, the tool resolver and its sources, the sandbox, the LLM
   // clients, the chat service and its facade.
   expected<void> start_runs();
+
+  // The MCP servers of the mcp_servers table as sources of `resolver` (start_runs).
+  expected<void> start_mcp(const std::shared_ptr<tools::tool_resolver>& resolver);
 
   // The channels, then the recovery of queued runs and of channel work from before the
   // last stop.

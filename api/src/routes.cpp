@@ -39,6 +39,7 @@ expected<void> add_routes(net::router& routes, const actors::node_services& serv
       config.api.unauthenticated_max_addresses);
   state->demo = services.demo;
   state->run_blocking = services.run_blocking;
+  state->mcp = services.mcp;
 
   system_route_context system_context;
   system_context.health = services.health;
@@ -63,6 +64,8 @@ expected<void> add_routes(net::router& routes, const actors::node_services& serv
   add_openai_routes(table);
   add_memory_routes(table);
   add_channel_routes(table);
+  add_mcp_routes(table);
+  add_mcp_endpoint(table);
   if (services.background) {
     start_ephemeral_expiry(state, services.background);
   }
