@@ -55,15 +55,19 @@ deps:
 fuzz-deps: deps
 	$(call install_missing,$(FUZZ_PACKAGES))
 
-## npm-deps: the npm packages tests use (the official openai client), from the registry
-## with the committed lock file. npm itself comes with nodesource's nodejs, or from
+## npm-deps: the npm packages tests use (the official openai client; the MCP conformance
+## suite, server-everything, the MCP SDK and Node 22 for the suite), from the registry
+## with the committed lock files. npm itself comes with nodesource's nodejs, or from
 ## Debian's npm package when missing.
 OPENAI_CLIENT_DIR := tests/openai-client
+MCP_TEST_DIR := tests/mcp
 npm-deps: deps
 	@command -v npm >/dev/null || { $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends npm; }
 	@[ $(OPENAI_CLIENT_DIR)/node_modules/.package-lock.json -nt $(OPENAI_CLIENT_DIR)/package-lock.json ] || \
 	  npm ci --prefix $(OPENAI_CLIENT_DIR) --no-audit --no-fund --loglevel=error
+	@[ $(MCP_TEST_DIR)/node_modules/.package-lock.json -nt $(MCP_TEST_DIR)/package-lock.json ] || \
+	  npm ci --prefix $(MCP_TEST_DIR) --no-audit --no-fund --loglevel=error
 
 configure: deps
 	@[ -f $(BUILD_DIR)/CMakeCache.txt ] || cmake --preset $(PRESET)

@@ -19,5 +19,6 @@ void add_migrate_command(CLI::App& cli, command_action& action);
 void add_mock_llm_command(CLI::App& cli, command_action& action);
 void add_chat_command(CLI::App& cli, command_action& action);
 void add_bench_command(CLI::App& cli, command_action& action);
+void add_mcp_command(CLI::App& cli, command_action& action);
 
 } // namespace troupe::app

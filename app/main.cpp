@@ -15,6 +15,7 @@ int main(int argc, char** argv) {
   troupe::app::add_mock_llm_command(cli, action);
   troupe::app::add_chat_command(cli, action);
   troupe::app::add_bench_command(cli, action);
+  troupe::app::add_mcp_command(cli, action);
   try {
     cli.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

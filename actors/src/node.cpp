@@ -88,6 +88,10 @@ void node::impl::finish_stop() {
     // Conversations end and cancel their runs (which kill their tools' processes).
     chat->stop();
   }
+  if (mcp) {
+    // Then the MCP servers' sessions end (stdio servers are stopped).
+    mcp->stop(std::chrono::seconds(5));
+  }
   if (memory) {
     memory->stop();
   }
@@ -187,6 +191,9 @@ node::~node() {
     impl_->chat_facade->close();
   }
   impl_->chat.reset();
+  if (impl_->mcp) {
+    impl_->mcp->stop(std::chrono::seconds(5));
+  }
   if (impl_->memory) {
     impl_->memory->stop();
   }

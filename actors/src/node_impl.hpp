@@ -42,6 +42,7 @@
 #include "troupe/tools/blocking_pool.hpp"
 #include "troupe/tools/builtin_tools.hpp"
 #include "troupe/tools/control_tools.hpp"
+#include "troupe/tools/mcp_servers.hpp"
 #include "troupe/tools/memory_tool_descriptors.hpp"
 #include "troupe/tools/tool_resolver.hpp"
 
@@ -131,6 +132,8 @@ struct node::impl {
   std::shared_ptr<tools::custom_tool_set> custom_tools;
   std::shared_ptr<tools::search_engine_catalog> search_engines;
   std::shared_ptr<tools_facade> tools_api;
+  // The MCP servers runs use as tool sources (on a strand of `aux_io()`).
+  std::shared_ptr<tools::mcp_servers> mcp;
 
   std::mutex mutex;
   std::condition_variable stopped_cv;
@@ -163,6 +166,8 @@ struct node::impl {
   expected<void> check_declared_tools() const;
   expected<void> sync_declared_tools(storage::connection& writer);
   expected<void> start_extension_tools(tools::tool_resolver& resolver);
+  // The MCP servers of the mcp_servers table as sources of `resolver` (start_runs).
+  expected<void> start_mcp(const std::shared_ptr<tools::tool_resolver>& resolver);
 
   // The channels, then the recovery of queued runs and of channel work from before the
   // last stop.

@@ -3,6 +3,9 @@
 
 #include "node_impl.hpp"
 
+#include "troupe/runtime/version.hpp"
+#include "troupe/storage/mcp_servers.hpp"
+
 namespace troupe::actors {
 
 namespace {
@@ -116,6 +119,11 @@ expected<void> node::impl::open_storage() {
     return tl::unexpected(declared.error());
   }
   // --- end of issue 18's part.
+  // The declared MCP servers (their env and headers sealed); the API may add others.
+  if (auto declared = storage::sync_declared_mcp_servers(*conn, config.mcp_servers, *secrets);
+      !declared) {
+    return tl::unexpected(declared.error());
+  }
   auto reads = storage::read_pool::open(path, config.storage.read_connections);
   if (!reads) {
     return tl::unexpected(reads.error());
@@ -158,6 +166,9 @@ expected<void> node::impl::start_runs() {
     return tl::unexpected(added.error());
   }
   // --- end of issue 18's part.
+  if (auto started = start_mcp(tool_resolver); !started) {
+    return started;
+  }
   tools::sandbox_options sandbox;
   sandbox.allow_host = config.tools.allow_host;
   if (sandbox.allow_host) {
@@ -218,6 +229,54 @@ expected<void> node::impl::start_runs() {
   chat_facade = std::make_shared<chat_service_facade>(chat);
   return {};
 }
+
+// --- MCP servers (issue 18) ---------------------------------------------------------
+// Each server of the mcp_servers table (the config's [[mcp_servers]] synced in by
+// open_storage, plus what PUT /api/v1/runtime/mcp stored) is connected once and shared by
+// every run: a tool source `mcp:<server>` of the resolver. Every MCP connection runs on
+// one strand of the node's own I/O (shard 0, or the io threads).
+namespace {
+
+/// The HTTP layer's view of the node's MCP servers (mcp_facade.hpp).
+class mcp_servers_facade final : public mcp_facade {
+public:
+  explicit mcp_servers_facade(std::shared_ptr<tools::mcp_servers> servers)
+      : servers_(std::move(servers)) {}
+  std::vector<mcp_server_settings> settings() const override {
+    return servers_->settings();
+  }
+  std::vector<mcp_server_status> status() const override {
+    return servers_->status();
+  }
+  void apply(std::vector<mcp_server_settings> servers) override {
+    servers_->apply(std::move(servers));
+  }
+
+private:
+  std::shared_ptr<tools::mcp_servers> servers_;
+};
+
+} // namespace
+
+expected<void> node::impl::start_mcp(const std::shared_ptr<tools::tool_resolver>& resolver) {
+  auto stored = db_reads->with(
+      [&](storage::connection& c) { return storage::load_mcp_servers(c, *secrets); });
+  if (!stored) {
+    return tl::unexpected(stored.error());
+  }
+  tools::mcp_servers_options options;
+  options.executor = asio::make_strand(aux_io());
+  options.resolver = resolver;
+  options.max_call_time = config.tools.timeout;
+  options.client_version = std::string(troupe::version());
+  mcp = tools::mcp_servers::make(std::move(options));
+  if (!stored->empty()) {
+    log::info("MCP: connecting to {} server(s)", stored->size());
+  }
+  mcp->apply(std::move(*stored));
+  return {};
+}
+// --- end of MCP servers ---------------------------------------------------------------
 
 void node::impl::start_channels() {
   channel_service_options channel_options;
@@ -281,6 +340,9 @@ expected<endpoint> node::impl::start_server() {
     services.secrets = secrets;
     services.config = &config;
     services.metrics = &metrics;
+    if (mcp) {
+      services.mcp = std::make_shared<mcp_servers_facade>(mcp);
+    }
     services.demo = demo;
     services.background = aux_io().get_executor();
     services.run_blocking = [blocking = blocking](std::function<expected<void>()> job) {

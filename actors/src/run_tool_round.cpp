@@ -257,6 +257,9 @@ void end_tool_round(run_self self) {
     e.status = slot.status;
     if (slot.status != harness::tool_status::success) {
       e.error = slot.result.content;
+      // A tool that classified its own failure (an MCP server that died: tool_error, a
+      // call past its limit: timeout) is taken at its word, not read from its text.
+      e.failure_kind = harness::parse_blocker_kind(slot.result.failure_kind);
     }
     for (const auto& a : slot.result.artifacts) {
       e.files.push_back(a.path);

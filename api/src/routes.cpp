@@ -40,6 +40,7 @@ expected<void> add_routes(net::router& routes, const actors::node_services& serv
       config.api.unauthenticated_max_addresses);
   state->demo = services.demo;
   state->run_blocking = services.run_blocking;
+  state->mcp = services.mcp;
 
   system_route_context system_context;
   system_context.health = services.health;
@@ -66,6 +67,8 @@ expected<void> add_routes(net::router& routes, const actors::node_services& serv
   add_channel_routes(table);
   add_tool_routes(table);
   add_search_engine_routes(table);
+  add_mcp_routes(table);
+  add_mcp_endpoint(table);
   if (services.background) {
     start_ephemeral_expiry(state, services.background);
   }

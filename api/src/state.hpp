@@ -16,6 +16,7 @@
 
 #include "troupe/actors/channel_facade.hpp"
 #include "troupe/actors/chat_facade.hpp"
+#include "troupe/actors/mcp_facade.hpp"
 #include "troupe/actors/memory_facade.hpp"
 #include "troupe/actors/store_facade.hpp"
 #include "troupe/actors/tools_facade.hpp"
@@ -34,6 +35,9 @@ namespace troupe::api {
 namespace asio = boost::asio;
 using net::http_response;
 using net::request_context;
+
+/// The sessions of `/mcp` (mcp_endpoint.cpp).
+struct mcp_sessions;
 
 /// Everything the API routes share.
 struct api_state {
@@ -74,6 +78,10 @@ struct api_state {
   std::shared_ptr<address_limiter> address_limits;
   /// The embedded catalog's agent answers with the scripted demo model.
   bool demo = false;
+  /// The node's MCP servers (`/api/v1/runtime/mcp`); null: the routes answer 503.
+  std::shared_ptr<actors::mcp_facade> mcp;
+  /// `/mcp`: its sessions (mcp_endpoint.cpp); created with the routes.
+  std::shared_ptr<mcp_sessions> mcp_session_table;
   /// Runs a job that may block (removing files) on the node's blocking pool; empty: inline.
   std::function<boost::asio::awaitable<expected<void>>(std::function<expected<void>()>)>
       run_blocking;
@@ -174,5 +182,7 @@ void add_memory_routes(route_table& routes);
 void add_channel_routes(route_table& routes);
 void add_tool_routes(route_table& routes);
 void add_search_engine_routes(route_table& routes);
+void add_mcp_routes(route_table& routes);
+void add_mcp_endpoint(route_table& routes);
 
 } // namespace troupe::api

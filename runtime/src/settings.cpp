@@ -14,6 +14,8 @@
 #include <toml++/toml.h>
 #include <unistd.h>
 
+#include "mcp_toml.hpp"
+
 extern char** environ;
 
 namespace troupe {
@@ -811,6 +813,19 @@ expected<void> apply_table(settings& target, const toml::table& table, const std
   for (const auto& [raw_key, node] : table) {
     const std::string key =
         prefix.empty() ? std::string(raw_key.str()) : prefix + "." + std::string(raw_key.str());
+    if (prefix.empty() && key == "mcp_servers") {
+      // [[mcp_servers]] (mcp_config.hpp), read and checked entry by entry there.
+      const auto* array = node.as_array();
+      if (array == nullptr) {
+        return fail(errc::invalid_argument,
+                    fmt::format("{}: 'mcp_servers' must be written as [[mcp_servers]] tables",
+                                source_name));
+      }
+      if (auto ok = detail::read_mcp_servers(target.mcp_servers, *array, source_name); !ok) {
+        return ok;
+      }
+      continue;
+    }
     // `[[tools]]` (custom tools) is an array; `[tools]` (the tool settings) a table.
     if (prefix.empty() && (key == "providers" || key == "agents" || key == "channels" ||
                            key == "search_engines" || (key == "tools" && node.is_array()))) {
@@ -965,6 +980,9 @@ expected<settings> apply_toml(settings base, std::string_view toml_text,
   if (auto valid = validate_search_engines(base.search_engines, policy); !valid) {
     return fail(errc::invalid_argument, fmt::format("{}: {}", source_name, valid.error().message));
   }
+  if (auto valid = validate_mcp_servers(base.mcp_servers); !valid) {
+    return fail(errc::invalid_argument, fmt::format("{}: {}", source_name, valid.error().message));
+  }
   return base;
 }
 
@@ -1102,6 +1120,7 @@ std::string to_toml(const settings& s) {
     }
     out += "\n";
   }
+  out += mcp_servers_toml(s.mcp_servers);
   return out;
 }
 

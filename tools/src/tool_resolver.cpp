@@ -77,10 +77,16 @@ tool_resolver::resolve_for(std::string_view agent, std::span<const std::string> 
   };
   auto snapshot = std::make_shared<tool_snapshot>();
   snapshot->agent_ = std::string(agent);
+  // Per tool of `all_`: its source grants it to the agent whatever the agent's list says.
+  std::vector<bool> granted;
   for (const auto& source : sources) {
     // Each source's set is taken once: it stays consistent whatever the source does next.
     const auto set = source->current();
     snapshot->versions_.push_back({source->name(), set->version});
+    const auto grant = source->grant_for(agent);
+    if (grant == tool_grant::denied) {
+      continue;
+    }
     for (const auto& t : set->tools) {
       const auto& name = t->descriptor().name;
       if (settings != nullptr && !t->offered_to(*settings)) {
@@ -93,7 +99,7 @@ tool_resolver::resolve_for(std::string_view agent, std::span<const std::string> 
         continue;
       }
       if (const auto* earlier = snapshot->find(name)) {
-        if (wanted(name)) {
+        if (wanted(name) || grant == tool_grant::granted) {
           return fail(errc::conflict,
                       fmt::format("agent '{}': the tool '{}' is offered by two sources, '{}' and "
                                   "'{}'",
@@ -103,6 +109,7 @@ tool_resolver::resolve_for(std::string_view agent, std::span<const std::string> 
       }
       snapshot->index_.emplace(name, snapshot->all_.size());
       snapshot->all_.push_back({t, source->name()});
+      granted.push_back(grant == tool_grant::granted);
     }
   }
   for (const auto& name : agent_tools) {
@@ -110,8 +117,9 @@ tool_resolver::resolve_for(std::string_view agent, std::span<const std::string> 
       return fail(errc::not_found, fmt::format("agent '{}': unknown tool '{}'", agent, name));
     }
   }
-  for (const auto& t : snapshot->all_) {
-    if (wanted(t.descriptor().name)) {
+  for (std::size_t k = 0; k < snapshot->all_.size(); ++k) {
+    const auto& t = snapshot->all_[k];
+    if (granted[k] || wanted(t.descriptor().name)) {
       snapshot->selected_.push_back(t);
     }
   }

@@ -80,6 +80,18 @@ std::string_view to_string(blocker_kind k) noexcept {
   return "tool_error";
 }
 
+std::optional<blocker_kind> parse_blocker_kind(std::string_view name) noexcept {
+  for (const auto k :
+       {blocker_kind::permission_denied, blocker_kind::auth_failed, blocker_kind::policy_blocked,
+        blocker_kind::not_found, blocker_kind::rate_limited, blocker_kind::timeout,
+        blocker_kind::tool_error}) {
+    if (to_string(k) == name) {
+      return k;
+    }
+  }
+  return std::nullopt;
+}
+
 bool is_terminal(blocker_kind k) noexcept {
   return k == blocker_kind::permission_denied || k == blocker_kind::auth_failed ||
          k == blocker_kind::policy_blocked || k == blocker_kind::not_found;

@@ -49,6 +49,11 @@ public:
   std::optional<unsigned> retry_ms() const noexcept {
     return retry_ms_;
   }
+  /// The last `id` field read, whether or not an event was dispatched after it (what a
+  /// reconnection sends as `Last-Event-ID`).
+  std::string_view last_event_id() const noexcept {
+    return id_;
+  }
   /// True when bytes of an unfinished event are buffered (e.g. a stream cut mid-event).
   bool has_partial_event() const noexcept {
     return !line_.empty() || has_data_ || !event_.empty();

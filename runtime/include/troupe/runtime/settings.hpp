@@ -21,6 +21,7 @@
 #include "troupe/runtime/error.hpp"
 #include "troupe/runtime/log.hpp"
 #include "troupe/runtime/tool_config.hpp"
+#include "troupe/runtime/mcp_config.hpp"
 
 namespace troupe {
 
@@ -202,6 +203,8 @@ struct settings {
   /// `[[tools]]` and `[[search_engines]]` entries of the config file (tool_config.hpp).
   std::vector<custom_tool_settings> custom_tools;
   std::vector<search_engine_settings> search_engines;
+  /// `[[mcp_servers]]` entries of the config file (mcp_config.hpp).
+  std::vector<mcp_server_settings> mcp_servers;
 };
 
 /// One configurable key: its dotted name (`server.request_timeout_ms`), environment name

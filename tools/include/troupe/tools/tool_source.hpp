@@ -30,6 +30,16 @@ struct source_tools {
   std::vector<std::shared_ptr<const tool>> tools;
 };
 
+/// Which of a source's tools an agent gets (see `tool_source::grant_for`).
+enum class tool_grant {
+  /// Those the agent's own `tools` list names (every one when the list is empty).
+  by_agent_list,
+  /// Every tool of the source, whatever the agent's list says.
+  granted,
+  /// None.
+  denied,
+};
+
 /// A provider of tools. `current()` may be called from any thread at any time.
 class tool_source {
 public:
@@ -38,6 +48,12 @@ public:
   virtual const std::string& name() const noexcept = 0;
   /// The tools now, as one consistent set; never null.
   virtual std::shared_ptr<const source_tools> current() const = 0;
+  /// Which of its tools `agent` (its name) gets; by its own list unless the source says
+  /// otherwise (an MCP server's `agents`).
+  virtual tool_grant grant_for(std::string_view agent) const {
+    (void)agent;
+    return tool_grant::by_agent_list;
+  }
 };
 
 /// A source whose tools change while the node runs. Each change replaces the published

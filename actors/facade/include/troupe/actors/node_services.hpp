@@ -14,6 +14,7 @@
 #include "troupe/actors/channel_facade.hpp"
 #include "troupe/actors/chat_facade.hpp"
 #include "troupe/actors/health_facade.hpp"
+#include "troupe/actors/mcp_facade.hpp"
 #include "troupe/actors/memory_facade.hpp"
 #include "troupe/actors/store_facade.hpp"
 #include "troupe/actors/tools_facade.hpp"
@@ -45,6 +46,9 @@ struct node_services {
   std::shared_ptr<storage::catalog_cache> catalog;
   /// The data directory's secret box (`secret.key`): seals and opens provider keys.
   std::shared_ptr<const storage::secret_box> secrets;
+  /// The MCP servers runs use as tool sources: read and replaced by
+  /// `GET|PUT /api/v1/runtime/mcp`; null: none managed.
+  std::shared_ptr<mcp_facade> mcp;
   /// The resolved settings (with the embedded catalog when the config declared none).
   const settings* config = nullptr;
   metrics_registry* metrics = nullptr;

@@ -29,6 +29,8 @@ enum class blocker_kind {
 };
 
 std::string_view to_string(blocker_kind k) noexcept;
+/// The kind named `name` (as `to_string` writes it), or nullopt.
+std::optional<blocker_kind> parse_blocker_kind(std::string_view name) noexcept;
 
 /// True for permission_denied, auth_failed, policy_blocked and not_found.
 bool is_terminal(blocker_kind k) noexcept;
