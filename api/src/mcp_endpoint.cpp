@@ -9,7 +9,6 @@
 // then the answer; notifications/cancelled cancels the run. There is no server stream of
 // its own (GET is 405); DELETE ends a session.
 
-#include <random>
 #include <tuple>
 #include <unordered_map>
 
@@ -21,6 +20,7 @@
 #include "state.hpp"
 #include "troupe/net/mcp/jsonrpc.hpp"
 #include "troupe/net/mcp/protocol.hpp"
+#include "troupe/runtime/crypto.hpp"
 #include "troupe/runtime/version.hpp"
 #include "troupe/storage/repositories.hpp"
 
@@ -63,9 +63,9 @@ http_response rpc_error(unsigned status, std::string_view id, int code, std::str
   return rpc_answer(status, mcp::write_error(id, code, text));
 }
 
+/// 122 random bits from the kernel (crypto.hpp): a session id nobody can guess.
 std::string new_session_id() {
-  static thread_local std::mt19937_64 random{std::random_device{}()};
-  return fmt::format("{:016x}{:016x}", random(), random());
+  return new_uuid();
 }
 
 /// `ask_<agent>`: characters a tool name cannot hold become '_'.

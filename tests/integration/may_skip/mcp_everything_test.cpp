@@ -17,6 +17,7 @@
 #include <regex>
 
 #include <catch2/catch.hpp>
+#include <simdjson.h>
 
 #include "net/mock_llm_fixture.hpp"
 #include "support/api_server.hpp"
@@ -135,16 +136,25 @@ std::string stdio_server() {
 
 const std::string api_limits = "rate_per_second = 1000\nrate_burst = 1000\n";
 
-/// The status object of server `name` in GET /api/v1/runtime/mcp, as text.
+/// The status object of server `name` in GET /api/v1/runtime/mcp, as text ("" when the
+/// server is not listed). Parsed, not searched: the status holds names of its own (the
+/// server's, in `server`), so a text search for the next "name" cut it short.
 std::string server_status(const api_server& s, const std::string& name) {
   const auto body = body_of(s.call("GET", "/api/v1/runtime/mcp", s.admin()));
-  const auto at = body.find("\"name\":\"" + name + "\"");
-  if (at == std::string::npos) {
+  simdjson::dom::parser parser;
+  simdjson::dom::array servers;
+  if (parser.parse(body)["servers"].get_array().get(servers) != simdjson::SUCCESS) {
     return {};
   }
-  const auto status = body.find("\"status\":", at);
-  const auto end = body.find("\"name\":", status);
-  return body.substr(status, end == std::string::npos ? std::string::npos : end - status);
+  for (auto server : servers) {
+    std::string_view listed;
+    simdjson::dom::element status;
+    if (server["name"].get_string().get(listed) == simdjson::SUCCESS && listed == name &&
+        server["status"].get(status) == simdjson::SUCCESS) {
+      return simdjson::minify(status);
+    }
+  }
+  return {};
 }
 
 bool ready(const api_server& s, const std::string& name) {
