@@ -231,6 +231,17 @@ void start_run(run_self self) {
     return;
   }
   st.tools = std::move(*resolved);
+  // The contract allows the agent's declared tools and those its sources add for it (an
+  // MCP server that names the agent); blocked ones stay blocked (validate_pre_tool). An
+  // empty list already allows every tool and stays empty.
+  if (auto& allowed = st.contract.tools.allowed; !allowed.empty()) {
+    for (const auto& t : st.tools->all()) {
+      const auto& name = t.descriptor().name;
+      if (std::find(allowed.begin(), allowed.end(), name) == allowed.end()) {
+        allowed.push_back(name);
+      }
+    }
+  }
   st.tool_defs = offered_tools(*st.tools, st.spec.blocked_tools);
   st.tool_tokens = tool_definition_tokens(st.tool_defs);
   if (st.contract.require_plan) {

@@ -76,6 +76,10 @@ gate_actor::behavior_type gate(caf::stateful_actor<gate_state, gate_actor::base>
         return self->delegate(self->state.real, actors::stats_atom::value);
       },
       [](actors::flush_atom, std::uint64_t) {},
+      [](actors::index_tick_atom) {},
+      [self](actors::index_atom) -> caf::result<std::uint64_t> {
+        return self->delegate(self->state.real, actors::index_atom::value);
+      },
       [self](open_atom) {
         self->state.open = true;
         for (auto& [op, promise] : self->state.held) {
