@@ -20,8 +20,8 @@
 #include "troupe/runtime/channel_config.hpp"
 #include "troupe/runtime/error.hpp"
 #include "troupe/runtime/log.hpp"
-#include "troupe/runtime/tool_config.hpp"
 #include "troupe/runtime/mcp_config.hpp"
+#include "troupe/runtime/tool_config.hpp"
 
 namespace troupe {
 
