@@ -58,9 +58,11 @@ for t in "${targets[@]}"; do
   [ ${#limit[@]} -gt 0 ] || limit=(-runs=10000000)
   start=$(date +%s.%N)
   # -jobs=1: one fuzzing process (libFuzzer logs it to fuzz-0.log); nice: the machine is shared.
+  # -timeout is wall-clock: at nice 19 beside builds a unit that takes 0.2 ms of CPU once
+  # waited 13 s for its turn (5 December), so a hang is a unit still running after 60 s.
   set +e
   (cd "$run_dir" && nice -n 19 "$bin" -jobs=1 "${limit[@]}" -max_len="$(max_len "$t")" \
-     -timeout=10 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$run_dir/" \
+     -timeout=60 -rss_limit_mb=2048 -print_final_stats=1 -artifact_prefix="$run_dir/" \
      corpus "$root/fuzz/corpus/$t" >/dev/null 2>&1)
   rc=$?
   set -e

@@ -10,6 +10,7 @@
 #include <string_view>
 #include <vector>
 
+#include <fmt/format.h>
 #include <simdjson.h>
 
 #include "troupe/net/http_message.hpp"
@@ -83,6 +84,23 @@ std::optional<storage::row_id> parse_id(std::string_view text);
 
 /// 404 "no such <what>".
 net::http_response not_found(std::string_view what);
+
+/// Why a row the path named cannot be changed over the API: it is missing (404 "no such
+/// <what>"), its lookup failed, or the config file declares it (409 naming it): the
+/// answer, or nullopt when `found` may be changed.
+template <class Row>
+std::optional<net::http_response> refusal_to_edit(const expected<Row>& found,
+                                                  std::string_view what) {
+  if (!found) {
+    return found.error().code == errc::not_found ? not_found(what) : error_response(found.error());
+  }
+  if (found->declared) {
+    return net::http_response::error(
+        409, "conflict",
+        fmt::format("{} '{}' is declared in the config file: change it there", what, found->name));
+  }
+  return std::nullopt;
+}
 
 /// `{"data":[…],"total":N,"limit":L,"offset":O}`, each row written by `write_one`.
 template <class Record, class Write>

@@ -100,21 +100,14 @@ asio::awaitable<http_response> create_engine(state_ptr state, request_context& c
   co_return one_answer(201, e, write_engine);
 }
 
-/// The engine named in the path, unless the config declares it (409) or it is missing.
+/// The search engine named in the path, unless the config declares it (409) or it is missing.
 expected<search_engine_settings> editable(const state_ptr& state, request_context& ctx,
                                           std::optional<http_response>& refusal) {
   const std::string name(ctx.param("name"));
   auto e = find(state, name);
-  if (!e) {
-    refusal =
-        e.error().code == errc::not_found ? not_found("search engine") : error_response(e.error());
-    return e;
-  }
-  if (e->declared) {
-    refusal = http_response::error(
-        409, "conflict",
-        fmt::format("search engine '{}' is declared in the config file: change it there", name));
-    return fail(errc::conflict, "declared");
+  if (auto refused = refusal_to_edit(e, "search engine")) {
+    refusal = std::move(refused);
+    return fail(errc::conflict, "not editable");
   }
   return e;
 }

@@ -116,15 +116,9 @@ expected<custom_tool_settings> editable(const state_ptr& state, request_context&
                                         std::optional<http_response>& refusal) {
   const std::string name(ctx.param("name"));
   auto t = read(state, [&](auto& c) { return storage::find_custom_tool(c, name); });
-  if (!t) {
-    refusal = t.error().code == errc::not_found ? not_found("tool") : error_response(t.error());
-    return t;
-  }
-  if (t->declared) {
-    refusal = http_response::error(
-        409, "conflict",
-        fmt::format("tool '{}' is declared in the config file: change it there", name));
-    return fail(errc::conflict, "declared");
+  if (auto refused = refusal_to_edit(t, "tool")) {
+    refusal = std::move(refused);
+    return fail(errc::conflict, "not editable");
   }
   return t;
 }

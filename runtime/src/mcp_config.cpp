@@ -8,6 +8,7 @@
 #include <simdjson.h>
 
 #include "mcp_toml.hpp"
+#include "toml_entry.hpp"
 #include "troupe/runtime/json_writer.hpp"
 
 namespace troupe {
@@ -180,113 +181,6 @@ expected<mcp_server_settings> read_json_server(element e, const std::string& whe
 }
 
 // --- TOML reading ---
-
-class toml_entry {
-public:
-  toml_entry(const toml::table& table, std::string_view source, std::size_t index)
-      : table_(table), source_(source), index_(index) {}
-
-  expected<void> text(std::string_view key, std::string& into) {
-    seen_.emplace_back(key);
-    const auto* node = table_.get(key);
-    if (node == nullptr) {
-      return {};
-    }
-    auto value = node->value<std::string>();
-    if (!value) {
-      return wrong(key, "a string");
-    }
-    into = std::move(*value);
-    return {};
-  }
-  expected<void> text_list(std::string_view key, std::vector<std::string>& into) {
-    seen_.emplace_back(key);
-    const auto* node = table_.get(key);
-    if (node == nullptr) {
-      return {};
-    }
-    const auto* array = node->as_array();
-    if (array == nullptr) {
-      return wrong(key, "an array of strings");
-    }
-    into.clear();
-    for (const auto& item : *array) {
-      auto value = item.value<std::string>();
-      if (!value) {
-        return wrong(key, "an array of strings");
-      }
-      into.push_back(std::move(*value));
-    }
-    return {};
-  }
-  expected<void> text_map(std::string_view key, std::map<std::string, std::string>& into) {
-    seen_.emplace_back(key);
-    const auto* node = table_.get(key);
-    if (node == nullptr) {
-      return {};
-    }
-    const auto* table = node->as_table();
-    if (table == nullptr) {
-      return wrong(key, "a table of strings");
-    }
-    into.clear();
-    for (const auto& [k, v] : *table) {
-      auto value = v.value<std::string>();
-      if (!value) {
-        return wrong(key, "a table of strings");
-      }
-      into[std::string(k.str())] = std::move(*value);
-    }
-    return {};
-  }
-  expected<void> number(std::string_view key, std::uint32_t& into, std::int64_t min,
-                        std::int64_t max) {
-    seen_.emplace_back(key);
-    const auto* node = table_.get(key);
-    if (node == nullptr) {
-      return {};
-    }
-    const auto value = node->is_integer() ? node->value<std::int64_t>() : std::nullopt;
-    if (!value || *value < min || *value > max) {
-      return wrong(key, fmt::format("a whole number from {} to {}", min, max));
-    }
-    into = static_cast<std::uint32_t>(*value);
-    return {};
-  }
-  expected<void> boolean(std::string_view key, bool& into) {
-    seen_.emplace_back(key);
-    const auto* node = table_.get(key);
-    if (node == nullptr) {
-      return {};
-    }
-    if (!node->is_boolean()) {
-      return wrong(key, "true or false");
-    }
-    into = node->value<bool>().value_or(into);
-    return {};
-  }
-  expected<void> no_unknown_keys() const {
-    for (const auto& [key, node] : table_) {
-      if (std::find(seen_.begin(), seen_.end(), key.str()) == seen_.end()) {
-        return fail(errc::invalid_argument,
-                    fmt::format("{}:{}: unknown key '{}' in [[mcp_servers]] entry {}", source_,
-                                key.source().begin.line, key.str(), index_ + 1));
-      }
-    }
-    return {};
-  }
-
-private:
-  expected<void> wrong(std::string_view key, std::string_view expected_type) const {
-    return fail(errc::invalid_argument, fmt::format("{}: [[mcp_servers]] entry {}: '{}' must be {}",
-                                                    source_, index_ + 1, key, expected_type));
-  }
-
-  const toml::table& table_;
-  std::string_view source_;
-  std::size_t index_;
-  std::vector<std::string> seen_;
-};
 
 } // namespace
 
@@ -471,7 +365,7 @@ expected<void> read_mcp_servers(std::vector<mcp_server_settings>& into, const to
                   fmt::format("{}: 'mcp_servers' must be an array of tables ([[mcp_servers]])",
                               source_name));
     }
-    toml_entry r(*table, source_name, i);
+    toml_entry r(*table, "mcp_servers", source_name, i);
     mcp_server_settings s;
     expected<void> ok;
     for (auto step :

@@ -15,12 +15,16 @@
 #include <unistd.h>
 
 #include "mcp_toml.hpp"
+#include "toml_entry.hpp"
 
 extern char** environ;
 
 namespace troupe {
 
 namespace {
+
+using detail::first_failure;
+using detail::toml_entry;
 
 template <class Int> expected<Int> parse_integer(std::string_view text, Int min, Int max) {
   Int value{};
@@ -549,108 +553,8 @@ expected<std::string> leaf_text(const toml::node& node) {
   return fail(errc::invalid_argument, "expected a string, number or boolean");
 }
 
-// Reads one [[providers]] or [[agents]] table: every key must be known, with its type.
-class entry_reader {
-public:
-  entry_reader(const toml::table& table, std::string what, std::string_view source_name,
-               std::size_t index)
-      : table_(table), what_(std::move(what)), source_(source_name), index_(index) {}
-
-  expected<void> text(std::string_view key, std::string& into) {
-    seen_.emplace_back(key);
-    const auto* node = table_.get(key);
-    if (node == nullptr) {
-      return {};
-    }
-    auto value = node->value<std::string>();
-    if (!value) {
-      return wrong(key, "a string");
-    }
-    into = std::move(*value);
-    return {};
-  }
-  expected<void> text_list(std::string_view key, std::vector<std::string>& into) {
-    seen_.emplace_back(key);
-    const auto* node = table_.get(key);
-    if (node == nullptr) {
-      return {};
-    }
-    const auto* array = node->as_array();
-    if (array == nullptr) {
-      return wrong(key, "an array of strings");
-    }
-    into.clear();
-    for (const auto& item : *array) {
-      auto value = item.value<std::string>();
-      if (!value) {
-        return wrong(key, "an array of strings");
-      }
-      into.push_back(std::move(*value));
-    }
-    return {};
-  }
-  expected<void> number(std::string_view key, std::int64_t& into, std::int64_t min,
-                        std::int64_t max) {
-    seen_.emplace_back(key);
-    const auto* node = table_.get(key);
-    if (node == nullptr) {
-      return {};
-    }
-    // Only an integer node is asked for its value: toml++ converts a float node to an
-    // integer with a cast that is undefined behaviour when it is out of range (1e20).
-    const auto value = node->is_integer() ? node->value<std::int64_t>() : std::nullopt;
-    if (!value || *value < min || *value > max) {
-      return wrong(key, fmt::format("a whole number from {} to {}", min, max));
-    }
-    into = *value;
-    return {};
-  }
-  expected<void> boolean(std::string_view key, bool& into) {
-    seen_.emplace_back(key);
-    const auto* node = table_.get(key);
-    if (node == nullptr) {
-      return {};
-    }
-    if (!node->is_boolean()) {
-      return wrong(key, "true or false");
-    }
-    into = node->value<bool>().value_or(into);
-    return {};
-  }
-  // Fails on any key that was not read.
-  expected<void> no_unknown_keys() const {
-    for (const auto& [key, node] : table_) {
-      if (std::find(seen_.begin(), seen_.end(), key.str()) == seen_.end()) {
-        return fail(errc::invalid_argument,
-                    fmt::format("{}:{}: unknown key '{}' in [[{}]] entry {}", source_,
-                                key.source().begin.line, key.str(), what_, index_ + 1));
-      }
-    }
-    return {};
-  }
-
-private:
-  expected<void> wrong(std::string_view key, std::string_view expected_type) const {
-    return fail(errc::invalid_argument, fmt::format("{}: [[{}]] entry {}: '{}' must be {}", source_,
-                                                    what_, index_ + 1, key, expected_type));
-  }
-
-  const toml::table& table_;
-  std::string what_;
-  std::string_view source_;
-  std::size_t index_;
-  std::vector<std::string> seen_;
-};
-
-// The first failure among `results` (in argument order), or success.
-template <class... Results> expected<void> first_failure(const Results&... results) {
-  expected<void> out;
-  ((out = !out ? out : results), ...);
-  return out;
-}
-
 // One `[[channels]]` entry (channel_config.hpp); checked as a whole in apply_toml.
-expected<void> read_channel(settings& target, entry_reader& r, std::string_view source_name) {
+expected<void> read_channel(settings& target, toml_entry& r, std::string_view source_name) {
   channel_settings ch;
   std::string type = std::string(to_string(ch.type));
   std::string scope = std::string(to_string(ch.scope));
@@ -695,7 +599,7 @@ expected<void> apply_entries(settings& target, std::string_view key, const toml:
           errc::invalid_argument,
           fmt::format("{}: '{}' must be an array of tables ([[{}]])", source_name, key, key));
     }
-    entry_reader r(*table, std::string(key), source_name, i);
+    toml_entry r(*table, key, source_name, i);
     if (key == "providers") {
       provider_settings p;
       std::int64_t context_window = p.context_window;

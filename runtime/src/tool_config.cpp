@@ -12,6 +12,7 @@
 #include <fmt/format.h>
 #include <simdjson.h>
 
+#include "toml_entry.hpp"
 #include "tool_config_toml.hpp"
 #include "troupe/runtime/json_object.hpp"
 #include "troupe/runtime/json_writer.hpp"
@@ -633,134 +634,42 @@ void write_toml_as_json(json_writer& w, const toml::node& node) {
   }
 }
 
-// Reads one entry's keys, each with its type, and refuses unknown keys.
-class toml_entry {
-public:
-  toml_entry(const toml::table& table, std::string_view what, std::string_view source,
-             std::size_t index)
-      : table_(table), what_(what), source_(source), index_(index) {}
+// `headers = { Name = "value" }`: header names to strings.
+expected<void> read_headers(toml_entry& r, std::string_view key, std::vector<tool_header>& into) {
+  const auto* node = r.take(key);
+  if (node == nullptr) {
+    return {};
+  }
+  const auto* table = node->as_table();
+  if (table == nullptr) {
+    return r.wrong(key, "a table of header names to strings");
+  }
+  for (const auto& [name, value] : *table) {
+    if (!value.is_string()) {
+      return r.wrong(fmt::format("{}.{}", key, name.str()), "a string");
+    }
+    into.push_back({std::string(name.str()), *value.value<std::string>()});
+  }
+  return {};
+}
 
-  expected<void> text(std::string_view key, std::string& into) {
-    const auto* node = take(key);
-    if (node == nullptr) {
-      return {};
-    }
-    auto v = node->value<std::string>();
-    if (!v || !node->is_string()) {
-      return wrong(key, "a string");
-    }
-    into = std::move(*v);
+// A JSON Schema: a TOML table, or a string holding JSON.
+expected<void> read_schema(toml_entry& r, std::string_view key, std::string& into) {
+  const auto* node = r.take(key);
+  if (node == nullptr) {
     return {};
   }
-  expected<void> number(std::string_view key, std::int64_t& into, std::int64_t min,
-                        std::int64_t max) {
-    const auto* node = take(key);
-    if (node == nullptr) {
-      return {};
-    }
-    const auto v = node->is_integer() ? node->value<std::int64_t>() : std::nullopt;
-    if (!v || *v < min || *v > max) {
-      return wrong(key, fmt::format("a whole number from {} to {}", min, max));
-    }
-    into = *v;
+  if (node->is_string()) {
+    into = *node->value<std::string>();
     return {};
   }
-  expected<void> boolean(std::string_view key, bool& into) {
-    const auto* node = take(key);
-    if (node == nullptr) {
-      return {};
-    }
-    if (!node->is_boolean()) {
-      return wrong(key, "true or false");
-    }
-    into = *node->value<bool>();
-    return {};
+  if (!node->is_table()) {
+    return r.wrong(key, "a table (the JSON Schema) or a string of JSON");
   }
-  expected<void> text_list(std::string_view key, std::vector<std::string>& into) {
-    const auto* node = take(key);
-    if (node == nullptr) {
-      return {};
-    }
-    const auto* array = node->as_array();
-    if (array == nullptr) {
-      return wrong(key, "an array of strings");
-    }
-    into.clear();
-    for (const auto& item : *array) {
-      if (!item.is_string()) {
-        return wrong(key, "an array of strings");
-      }
-      into.push_back(*item.value<std::string>());
-    }
-    return {};
-  }
-  expected<void> headers(std::string_view key, std::vector<tool_header>& into) {
-    const auto* node = take(key);
-    if (node == nullptr) {
-      return {};
-    }
-    const auto* table = node->as_table();
-    if (table == nullptr) {
-      return wrong(key, "a table of header names to strings");
-    }
-    for (const auto& [name, value] : *table) {
-      if (!value.is_string()) {
-        return wrong(fmt::format("{}.{}", key, name.str()), "a string");
-      }
-      into.push_back({std::string(name.str()), *value.value<std::string>()});
-    }
-    return {};
-  }
-  // A JSON Schema: a TOML table, or a string holding JSON.
-  expected<void> schema(std::string_view key, std::string& into) {
-    const auto* node = take(key);
-    if (node == nullptr) {
-      return {};
-    }
-    if (node->is_string()) {
-      into = *node->value<std::string>();
-      return {};
-    }
-    if (!node->is_table()) {
-      return wrong(key, "a table (the JSON Schema) or a string of JSON");
-    }
-    json_writer w;
-    write_toml_as_json(w, *node);
-    into = std::move(w).str();
-    return {};
-  }
-  expected<void> no_unknown_keys() const {
-    for (const auto& [key, node] : table_) {
-      if (std::find(seen_.begin(), seen_.end(), key.str()) == seen_.end()) {
-        return fail(errc::invalid_argument,
-                    fmt::format("{}:{}: unknown key '{}' in [[{}]] entry {}", source_,
-                                key.source().begin.line, key.str(), what_, index_ + 1));
-      }
-    }
-    return {};
-  }
-  tl::unexpected<error> wrong(std::string_view key, std::string_view expected_type) const {
-    return fail(errc::invalid_argument, fmt::format("{}: [[{}]] entry {}: '{}' must be {}", source_,
-                                                    what_, index_ + 1, key, expected_type));
-  }
-
-private:
-  const toml::node* take(std::string_view key) {
-    seen_.emplace_back(key);
-    return table_.get(key);
-  }
-
-  const toml::table& table_;
-  std::string_view what_;
-  std::string_view source_;
-  std::size_t index_;
-  std::vector<std::string> seen_;
-};
-
-template <class... Results> expected<void> first_failure(const Results&... results) {
-  expected<void> out;
-  ((out = !out ? out : results), ...);
-  return out;
+  json_writer w;
+  write_toml_as_json(w, *node);
+  into = std::move(w).str();
+  return {};
 }
 
 } // namespace
@@ -774,11 +683,11 @@ expected<custom_tool_settings> read_tool_entry(const toml::table& table,
   std::int64_t timeout = t.timeout.count();
   std::int64_t max_bytes = static_cast<std::int64_t>(t.max_response_bytes);
   auto ok = first_failure(r.text("name", t.name), r.text("description", t.description),
-                          r.text("kind", kind), r.schema("parameters", t.parameters),
+                          r.text("kind", kind), read_schema(r, "parameters", t.parameters),
                           r.number("timeout", timeout, 1, max_custom_tool_timeout.count()),
                           r.boolean("enabled", t.enabled), r.text_list("agents", t.agents),
                           r.text("method", t.method), r.text("url", t.url),
-                          r.headers("headers", t.headers), r.text("body", t.body),
+                          read_headers(r, "headers", t.headers), r.text("body", t.body),
                           r.number("max_response_bytes", max_bytes, 1,
                                    static_cast<std::int64_t>(max_tool_response_bytes)),
                           r.boolean("allow_private", t.allow_private), r.text("language", language),

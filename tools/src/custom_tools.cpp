@@ -123,39 +123,6 @@ expected<std::string> expand_header(std::string_view text, const template_values
   return out;
 }
 
-// The failure kind of an HTTP status (blocker.hpp's vocabulary).
-std::string_view failure_kind_of(unsigned status) {
-  switch (status) {
-    case 401:
-      return "auth_failed";
-    case 403:
-      return "permission_denied";
-    case 404:
-    case 410:
-      return "not_found";
-    case 408:
-    case 504:
-      return "timeout";
-    case 429:
-      return "rate_limited";
-    default:
-      return "tool_error";
-  }
-}
-
-std::string_view failure_kind_of(const error& e) {
-  switch (e.code) {
-    case errc::permission_denied:
-      return "policy_blocked";
-    case errc::timeout:
-      return "timeout";
-    case errc::invalid_argument:
-      return "invalid_arguments";
-    default:
-      return "tool_error";
-  }
-}
-
 // Writes `text` as JSON when it is a JSON value, else as a string.
 void json_or_text(json_writer& w, std::string_view text) {
   simdjson::dom::parser parser;
@@ -304,7 +271,7 @@ asio::awaitable<tool_result> http_tool::run(const http_tool* self, std::string a
   w.end_object();
   tool_result result{ok, std::move(w).str(), {}, {}};
   if (!ok) {
-    result.failure_kind = std::string(failure_kind_of(response->status));
+    result.failure_kind = std::string(failure_kind_of_status(response->status));
   }
   co_return result;
 }

@@ -45,38 +45,16 @@ std::pair<std::string, std::string> media_type(std::string_view content_type) {
   return {type, charset};
 }
 
-// The failure kind of an HTTP status (blocker.hpp's vocabulary).
-std::string_view kind_of(unsigned status) {
-  switch (status) {
-    case 401:
-      return "auth_failed";
-    case 403:
-      return "permission_denied";
-    case 404:
-    case 410:
-      return "not_found";
-    case 408:
-    case 504:
-      return "timeout";
-    case 429:
-      return "rate_limited";
-    default:
-      return "tool_error";
-  }
-}
-
-std::string_view kind_of(const error& e) {
+// Why a search failed: no engine enabled (not_found) is policy_blocked, an engine that
+// throttled it (limit_exceeded) rate_limited; otherwise as any tool's error.
+std::string_view search_failure_kind(const error& e) {
   switch (e.code) {
-    case errc::permission_denied:
+    case errc::not_found:
       return "policy_blocked";
-    case errc::timeout:
-      return "timeout";
     case errc::limit_exceeded:
       return "rate_limited";
-    case errc::invalid_argument:
-      return "invalid_arguments";
     default:
-      return "tool_error";
+      return failure_kind_of(e);
   }
 }
 
@@ -145,9 +123,7 @@ private:
     auto outcome = co_await search_web(*http, std::move(engines), options, std::move(*query),
                                        static_cast<unsigned>(wanted));
     if (!outcome) {
-      co_return tool_failure(outcome.error().code == errc::not_found ? "policy_blocked"
-                                                                     : kind_of(outcome.error()),
-                             outcome.error().message);
+      co_return tool_failure(search_failure_kind(outcome.error()), outcome.error().message);
     }
     json_writer w;
     w.begin_object().key("query").value(outcome->query);
@@ -224,10 +200,10 @@ private:
     auto response = co_await guarded_fetch(*http, std::move(request), policy);
     if (!response) {
       const auto& e = response.error();
-      co_return tool_failure(e.code == errc::limit_exceeded ? "tool_error" : kind_of(e), e.message);
+      co_return tool_failure(failure_kind_of(e), e.message);
     }
     if (response->status < 200 || response->status >= 300) {
-      co_return tool_failure(kind_of(response->status),
+      co_return tool_failure(failure_kind_of_status(response->status),
                              fmt::format("{} answered HTTP {}", response->url, response->status));
     }
     auto [type, charset] = media_type(response->header("Content-Type"));

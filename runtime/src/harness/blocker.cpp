@@ -8,7 +8,7 @@ namespace troupe::harness {
 
 namespace {
 
-std::optional<blocker_kind> from_status(int status) noexcept {
+std::optional<blocker_kind> status_kind(int status) noexcept {
   switch (status) {
     case 401:
       return blocker_kind::auth_failed;
@@ -60,6 +60,10 @@ std::optional<int> status_in_text(std::string_view text) {
 
 } // namespace
 
+std::optional<blocker_kind> blocker_of_status(int http_status) noexcept {
+  return status_kind(http_status);
+}
+
 std::string_view to_string(blocker_kind k) noexcept {
   switch (k) {
     case blocker_kind::permission_denied:
@@ -104,7 +108,7 @@ blocker_kind classify_failure(std::string_view error_text, std::optional<int> ht
     http_status = status_in_text(text);
   }
   if (http_status) {
-    if (auto kind = from_status(*http_status)) {
+    if (auto kind = status_kind(*http_status)) {
       return *kind;
     }
   }

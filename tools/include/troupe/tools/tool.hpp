@@ -54,6 +54,13 @@ struct tool_result {
 /// A failed result with `kind` and `message` (content is `{"ok":false,"error":…}`).
 tool_result tool_failure(std::string_view kind, std::string_view message);
 
+/// The failure kind of an HTTP tool's answer with `status` (not 2xx): what the status
+/// tells (harness::blocker_of_status), else tool_error.
+std::string_view failure_kind_of_status(unsigned status) noexcept;
+/// The failure kind of an error a tool met before it had an answer: a refused address is
+/// policy_blocked, a deadline timeout, bad arguments invalid_arguments, else tool_error.
+std::string_view failure_kind_of(const error& e) noexcept;
+
 /// What a call may use: its workspace and the sandbox.
 struct tool_context {
   /// The agent's workspace on the host; every path a tool touches stays inside it.

@@ -35,6 +35,10 @@ std::optional<blocker_kind> parse_blocker_kind(std::string_view name) noexcept;
 /// True for permission_denied, auth_failed, policy_blocked and not_found.
 bool is_terminal(blocker_kind k) noexcept;
 
+/// The kind an HTTP status tells on its own (401, 403, 404, 408, 410, 429, 451, 504),
+/// or nullopt for a status that says nothing more than "failed".
+std::optional<blocker_kind> blocker_of_status(int http_status) noexcept;
+
 /// Classifies a failure from the tool's error text and, when the tool talked HTTP, its
 /// status code. The status decides when it is telling (401, 403, 404, 408, 410, 429,
 /// 451, 504); otherwise English and Chinese phrases in the text decide; otherwise
