@@ -1,6 +1,7 @@
 #include "troupe/net/channel/wechat_wire.hpp"
 
 #include <algorithm>
+#include <cctype>
 
 #include <fmt/format.h>
 
