@@ -137,8 +137,8 @@ TEST_CASE("uuids are canonical version 4, RFC 4122 variant, and do not repeat",
 
 // Vectors from the command line:
 //   python3 -c "import hashlib; print(hashlib.sha1(b'abc').hexdigest())"
-//   printf 'A%.0s' {1..32} | openssl enc -aes-256-cbc -nopad \
-//     -K 69b71d79f8218a39259a7a29aabb2dbafc31cb3d35db7e39ebbf3d0010831051 \
+//   printf 'A%.0s' {1..32} | openssl enc -aes-256-cbc -nopad
+//     -K 69b71d79f8218a39259a7a29aabb2dbafc31cb3d35db7e39ebbf3d0010831051
 //     -iv 69b71d79f8218a39259a7a29aabb2dba | xxd -p
 // (the key is base64 "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG=", the iv its first half).
 TEST_CASE("sha1_hex matches the FIPS 180 vector", "[runtime][crypto]") {

@@ -107,9 +107,15 @@ public:
 
   /// The URL check: GET with its signature and echostr (encrypted `plain` for WeCom,
   /// `plain` itself for WeChat).
-  expected<net::http_client_response> url_check(const std::string& plain, delivery how = {}) const;
+  expected<net::http_client_response> url_check(const std::string& plain, delivery how) const;
+  expected<net::http_client_response> url_check(const std::string& plain) const {
+    return url_check(plain, delivery{});
+  }
   /// A text message, POSTed.
-  expected<net::http_client_response> send(const text_message& m, delivery how = {}) const;
+  expected<net::http_client_response> send(const text_message& m, delivery how) const;
+  expected<net::http_client_response> send(const text_message& m) const {
+    return send(m, delivery{});
+  }
 
 private:
   wechat_flavor flavor_;

@@ -84,9 +84,15 @@ public:
     std::optional<std::string> wrong_secret;
     std::chrono::milliseconds deadline{10'000};
   };
-  expected<net::http_client_response> send(const std::string& body, delivery how = {}) const;
-  expected<net::http_client_response> send(const text_message& m, delivery how = {}) const {
+  expected<net::http_client_response> send(const std::string& body, delivery how) const;
+  expected<net::http_client_response> send(const std::string& body) const {
+    return send(body, delivery{});
+  }
+  expected<net::http_client_response> send(const text_message& m, delivery how) const {
     return send(message_body(m, phone_number_id_), how);
+  }
+  expected<net::http_client_response> send(const text_message& m) const {
+    return send(message_body(m, phone_number_id_), delivery{});
   }
   /// The subscription check with `verify_token` and `challenge`.
   expected<net::http_client_response> subscribe(const std::string& verify_token,
