@@ -84,7 +84,7 @@ TEST_CASE("the wechat cipher refuses bad keys, bad base64, torn blocks and bad p
 }
 
 TEST_CASE("flat xml reads the root's fields with CDATA and character references", "[net][wechat]") {
-  auto xml = channel::parse_flat_xml(
+  auto xml = net::channel::parse_flat_xml(
       "<xml><ToUserName><![CDATA[ww123]]></ToUserName><Content><![CDATA[a < b & "
       "c]]></Content><Title>x &amp; y</Title><Nested><Inner>no</Inner></Nested>"
       "<CreateTime>1348831860</CreateTime></xml>");
@@ -101,7 +101,7 @@ TEST_CASE("flat xml reads the root's fields with CDATA and character references"
 TEST_CASE("flat xml refuses DOCTYPE, entities, oversize, repeated fields and malformed input",
           "[net][wechat]") {
   const auto refused = [](std::string_view text, std::string_view why, std::size_t limit = 65536) {
-    auto xml = channel::parse_flat_xml(text, limit);
+    auto xml = net::channel::parse_flat_xml(text, limit);
     REQUIRE_FALSE(xml);
     CHECK(xml.error().code == errc::invalid_argument);
     CHECK_THAT(xml.error().message, Catch::Contains(std::string(why)));
