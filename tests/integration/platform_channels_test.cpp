@@ -420,6 +420,8 @@ TEST_CASE("wecom, wechat_mp, whatsapp: an expired access token is refreshed with
     CHECK(n.deliver("5001", "hello") == 200);
     REQUIRE(n.p->wait_for_sent(1, 30s));
     CHECK(n.p->sent() == std::vector<std::string>{"Hi there"});
+    // The fake records a call after answering it: waited for, not assumed.
+    REQUIRE(wait_until([&] { return n.p->send_calls() >= 2; }, 30s));
     CHECK(n.p->send_calls() == 2); // refused, then sent with a fresh token
     CHECK(n.p->token_fetches() == 2);
     n.p->rate_limit_once();
@@ -428,6 +430,7 @@ TEST_CASE("wecom, wechat_mp, whatsapp: an expired access token is refreshed with
     REQUIRE(n.p->wait_for_sent(2, 60s));
     REQUIRE(wait_until([&] { return json_field(n.channel(), "pending") == "0"; }, 30s));
     CHECK(n.p->sent() == std::vector<std::string>{"Hi there", "Second answer"});
+    REQUIRE(wait_until([&] { return n.p->send_calls() >= 5; }, 30s));
     CHECK(n.p->send_calls() == 5);
     CHECK(json_field(n.channel(), "dead") == "0");
   }
