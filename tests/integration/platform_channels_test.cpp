@@ -294,7 +294,7 @@ std::string each_platform() {
 
 } // namespace
 
-TEST_CASE("wecom, wechat_mp, whatsapp: the URL handshake is answered, a forged one refused, "
+TEST_CASE("wecom / wechat_mp / whatsapp: the URL handshake is answered, a forged one refused, "
           "nothing journaled",
           "[integration][channels][platforms]") {
   const auto name = each_platform();
@@ -311,7 +311,7 @@ TEST_CASE("wecom, wechat_mp, whatsapp: the URL handshake is answered, a forged o
   }
 }
 
-TEST_CASE("wecom, wechat_mp, whatsapp: a message is answered once to its sender, and a second "
+TEST_CASE("wecom / wechat_mp / whatsapp: a message is answered once to its sender, and a second "
           "joins the conversation",
           "[integration][channels][platforms]") {
   const auto name = each_platform();
@@ -332,7 +332,7 @@ TEST_CASE("wecom, wechat_mp, whatsapp: a message is answered once to its sender,
   }
 }
 
-TEST_CASE("wecom, wechat_mp, whatsapp: a bad signature is refused and journals nothing",
+TEST_CASE("wecom / wechat_mp / whatsapp: a bad signature is refused and journals nothing",
           "[integration][channels][platforms]") {
   const auto name = each_platform();
   DYNAMIC_SECTION(name) {
@@ -350,7 +350,7 @@ TEST_CASE("wecom, wechat_mp, whatsapp: a bad signature is refused and journals n
   }
 }
 
-TEST_CASE("wecom, wechat_mp, whatsapp: the same message delivered three times is answered once",
+TEST_CASE("wecom / wechat_mp / whatsapp: the same message delivered three times is answered once",
           "[integration][channels][platforms]") {
   const auto name = each_platform();
   DYNAMIC_SECTION(name) {
@@ -367,7 +367,7 @@ TEST_CASE("wecom, wechat_mp, whatsapp: the same message delivered three times is
   }
 }
 
-TEST_CASE("wecom, wechat_mp, whatsapp: a troupe killed mid-run answers the message exactly once "
+TEST_CASE("wecom / wechat_mp / whatsapp: a troupe killed mid-run answers the message exactly once "
           "after its restart",
           "[integration][channels][platforms]") {
   const auto name = each_platform();
@@ -391,7 +391,7 @@ TEST_CASE("wecom, wechat_mp, whatsapp: a troupe killed mid-run answers the messa
   }
 }
 
-TEST_CASE("wecom, wechat_mp, whatsapp: a long answer is split at the platform's limit",
+TEST_CASE("wecom / wechat_mp / whatsapp: a long answer is split at the platform's limit",
           "[integration][channels][platforms]") {
   const auto name = each_platform();
   DYNAMIC_SECTION(name) {
@@ -410,7 +410,7 @@ TEST_CASE("wecom, wechat_mp, whatsapp: a long answer is split at the platform's 
   }
 }
 
-TEST_CASE("wecom, wechat_mp, whatsapp: an expired access token is refreshed without losing the "
+TEST_CASE("wecom / wechat_mp / whatsapp: an expired access token is refreshed without losing the "
           "reply, and a rate limit and a 5xx are retried, once each",
           "[integration][channels][platforms]") {
   const auto name = each_platform();

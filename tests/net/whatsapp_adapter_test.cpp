@@ -89,8 +89,8 @@ TEST_CASE("whatsapp: the subscription check echoes hub.challenge only for the ve
   }
 }
 
-TEST_CASE("whatsapp: text messages for this number decode; statuses, other types and other "
-          "numbers do not",
+TEST_CASE("whatsapp: text messages for this number decode but not statuses, other types or other "
+          "numbers",
           "[net][whatsapp]") {
   whatsapp_adapter adapter(options_for("http://127.0.0.1:1/v21.0"));
   http_request r;
