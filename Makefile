@@ -19,7 +19,7 @@ APT_PACKAGES := build-essential cmake pkg-config ccache clang-format \
   libcaf-dev libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev \
   libsimdjson-dev libcurl4-openssl-dev libssl-dev libsqlite3-dev catch2 libbenchmark-dev \
   libexpected-dev libseccomp-dev libre2-dev bubblewrap libfmt-dev libcli11-dev libtomlplusplus-dev libyaml-cpp-dev \
-  libxml2-dev \
+  libxml2-dev libexpat1-dev \
   curl python3 python3-numpy python3-pandas python3-matplotlib nodejs
 
 # Only `make fuzz` needs these: Debian's clang with libFuzzer (compiler-rt).

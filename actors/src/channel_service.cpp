@@ -276,6 +276,16 @@ channel_service::make_live(storage::channel_record record) {
       live->adapter = std::make_shared<net::channel::slack_adapter>(std::move(o));
       break;
     }
+    case channel_type::wecom:
+    case channel_type::wechat_mp:
+    case channel_type::whatsapp: {
+      auto adapter = make_platform_adapter(record, token);
+      if (!adapter) {
+        return tl::unexpected(adapter.error());
+      }
+      live->adapter = std::move(*adapter);
+      break;
+    }
   }
   live->record = std::move(record);
   return std::shared_ptr<const live_channel>(std::move(live));
@@ -369,6 +379,37 @@ boost::asio::awaitable<net::http_response> channel_service::receive(std::string 
     co_return net::http_response::error(503, "unavailable", journaled.error().message);
   }
   co_return ok_answer(*decoded);
+}
+
+boost::asio::awaitable<net::http_response> channel_service::handshake(std::string name,
+                                                                      net::http_request request) {
+  auto live = channel(name);
+  if (!live) {
+    if (live.error().code == errc::not_found) {
+      co_return net::http_response::error(404, "not_found", "no such channel");
+    }
+    co_return net::http_response::error(503, "unavailable", live.error().message);
+  }
+  const auto& ch = **live;
+  if (!ch.record.enabled) {
+    co_return net::http_response::error(404, "not_found", "no such channel");
+  }
+  auto answer = ch.adapter->answer_get(request);
+  if (!answer) {
+    switch (answer.error().code) {
+      case errc::permission_denied:
+        co_return net::http_response::error(403, "forbidden", answer.error().message);
+      case errc::invalid_argument:
+        co_return net::http_response::error(400, "invalid_argument", answer.error().message);
+      default:
+        co_return net::http_response::error(405, "method_not_allowed", answer.error().message);
+    }
+  }
+  net::http_response r;
+  r.status = answer->status;
+  r.content_type = answer->content_type;
+  r.body = std::move(answer->body);
+  co_return r;
 }
 
 boost::asio::awaitable<expected<void>>

@@ -1,8 +1,8 @@
 // The /api/v1 channels routes: list, read and list threads (admin tokens), create, update
 // and delete (admin tokens; a channel declared in the config file is changed there), and
-// the platforms' inbound webhook `POST /api/v1/webhooks/channels/{name}`, which carries
-// no bearer token: the channel's adapter verifies its platform instead. Secrets are
-// write-only: an answer says whether a token is set, never what it is.
+// the platforms' inbound webhook `POST /api/v1/webhooks/channels/{name}` and its URL check
+// `GET` on the same path, which carry no bearer token: the channel's adapter verifies its platform
+// instead. Secrets are write-only: an answer says whether a token is set, never what it is.
 
 #include <fmt/format.h>
 
@@ -43,6 +43,14 @@ void write_channel(json_writer& w, const channel_view& v) {
   w.key("bot_token_env").value(c.bot_token_env);
   w.key("signing_secret_env").value(c.signing_secret_env);
   w.key("api_base").value(c.api_base);
+  // WeCom, WeChat and WhatsApp keys; WeCom's `agent_id` (its app's AgentId) shows as
+  // `wecom_agent_id`, since `agent_id` here is the troupe agent's.
+  for (const auto& [field, member] : channel_platform_keys::fields) {
+    if (!(c.platform.*member).empty()) {
+      w.key(field == "agent_id" ? std::string_view("wecom_agent_id") : field)
+          .value(c.platform.*member);
+    }
+  }
   w.key("session_scope").value(c.session_scope);
   w.key("queue_policy").value(c.queue_policy);
   w.key("callback_url").value(c.callback_url);
@@ -124,6 +132,7 @@ channel_settings settings_of(const storage::channel_record& r, const std::string
   ch.bot_token_env = r.bot_token_env;
   ch.signing_secret_env = r.signing_secret_env;
   ch.api_base = r.api_base;
+  ch.platform = r.platform;
   ch.scope = parse_session_scope(r.session_scope).value_or(session_scope::thread);
   ch.queue = parse_queue_policy(r.queue_policy).value_or(queue_policy::followup);
   ch.callback_url = r.callback_url;
@@ -149,9 +158,29 @@ std::optional<bool> read_bool(json_body& body, std::string_view field) {
 /// is resolved by name or uuid. Problems are recorded in `body`.
 void read_channel_fields(const state_ptr& state, json_body& body, storage::channel_record& r,
                          std::string& agent_name, bool creating) {
-  body.only({"name", "type", "agent", "mode", "token", "token_env", "bot_token_env",
-             "signing_secret_env", "api_base", "session_scope", "queue_policy", "callback_url",
-             "stream_edits", "enabled"});
+  body.only({"name",
+             "type",
+             "agent",
+             "mode",
+             "token",
+             "token_env",
+             "bot_token_env",
+             "signing_secret_env",
+             "api_base",
+             "session_scope",
+             "queue_policy",
+             "callback_url",
+             "stream_edits",
+             "enabled",
+             "corp_id",
+             "agent_id",
+             "secret_env",
+             "aes_key_env",
+             "app_id",
+             "app_secret_env",
+             "phone_number_id",
+             "access_token_env",
+             "verify_token_env"});
   if (creating) {
     if (auto v = body.text("name", true, 64)) {
       r.name = *v;
@@ -161,7 +190,7 @@ void read_channel_fields(const state_ptr& state, json_body& body, storage::chann
   }
   if (auto v = body.text("type", creating, 32)) {
     if (!parse_channel_type(*v)) {
-      body.invalid("type", "must be telegram, slack or webhook");
+      body.invalid("type", "must be telegram, slack, webhook, wecom, wechat_mp or whatsapp");
     }
     r.kind = *v;
   }
@@ -186,6 +215,11 @@ void read_channel_fields(const state_ptr& state, json_body& body, storage::chann
                              {"callback_url", &r.callback_url}}) {
     if (auto v = body.text(field, false, 2048)) {
       *into = *v;
+    }
+  }
+  for (const auto& [field, member] : channel_platform_keys::fields) {
+    if (auto v = body.text(field, false, 256)) {
+      r.platform.*member = *v;
     }
   }
   if (auto v = body.text("token", false, 4096)) {
@@ -420,6 +454,15 @@ asio::awaitable<http_response> receive_webhook(state_ptr state, request_context&
   co_return co_await std::move(receiving);
 }
 
+/// A platform's URL check on the same route: answered by the adapter, never journaled.
+asio::awaitable<http_response> answer_handshake(state_ptr state, request_context& ctx) {
+  if (!state->channels) {
+    co_return http_response::error(503, "unavailable", "the channel service is not running");
+  }
+  auto answering = state->channels->handshake(std::string(ctx.param("name")), ctx.request());
+  co_return co_await std::move(answering);
+}
+
 } // namespace
 
 void add_channel_routes(route_table& routes) {
@@ -433,6 +476,9 @@ void add_channel_routes(route_table& routes) {
   routes.add_open(
       http_method::post, "/api/v1/webhooks/channels/{name}",
       [state = routes.state()](request_context& ctx) { return receive_webhook(state, ctx); });
+  routes.add_open(
+      http_method::get, "/api/v1/webhooks/channels/{name}",
+      [state = routes.state()](request_context& ctx) { return answer_handshake(state, ctx); });
 }
 
 } // namespace troupe::api

@@ -99,6 +99,68 @@ sha256_digest hmac_sha256(std::string_view key, std::string_view message) noexce
   return out;
 }
 
+std::string sha1_hex(std::string_view bytes) {
+  std::array<unsigned char, EVP_MAX_MD_SIZE> out{};
+  unsigned int size = 0;
+  if (bytes.size() > max_piece ||
+      EVP_Digest(bytes.data(), bytes.size(), out.data(), &size, EVP_sha1(), nullptr) != 1) {
+    crypto_failure("SHA-1");
+  }
+  return to_hex(std::string_view(reinterpret_cast<const char*>(out.data()), size));
+}
+
+namespace {
+
+struct cipher_deleter {
+  void operator()(EVP_CIPHER_CTX* ctx) const noexcept {
+    EVP_CIPHER_CTX_free(ctx);
+  }
+};
+
+/// AES-256-CBC one way or the other (`encrypt` 1 or 0), padding off.
+expected<std::string> aes_256_cbc(std::string_view key, std::string_view iv, std::string_view bytes,
+                                  int encrypt) {
+  constexpr std::size_t block = 16;
+  if (key.size() != 32 || iv.size() != block) {
+    return fail(errc::invalid_argument, "AES-256-CBC needs a 32-byte key and a 16-byte iv");
+  }
+  if (bytes.size() % block != 0 || bytes.size() > max_piece) {
+    return fail(
+        errc::invalid_argument,
+        fmt::format("AES-256-CBC input of {} bytes is not whole 16-byte blocks", bytes.size()));
+  }
+  std::unique_ptr<EVP_CIPHER_CTX, cipher_deleter> ctx(EVP_CIPHER_CTX_new());
+  const auto* k = reinterpret_cast<const unsigned char*>(key.data());
+  const auto* v = reinterpret_cast<const unsigned char*>(iv.data());
+  if (!ctx || EVP_CipherInit_ex(ctx.get(), EVP_aes_256_cbc(), nullptr, k, v, encrypt) != 1 ||
+      EVP_CIPHER_CTX_set_padding(ctx.get(), 0) != 1) {
+    return fail(errc::internal, "AES-256-CBC setup failed: " + openssl_reason());
+  }
+  std::string out(bytes.size() + block, '\0');
+  int written = 0;
+  int last = 0;
+  auto* o = reinterpret_cast<unsigned char*>(out.data());
+  if (EVP_CipherUpdate(ctx.get(), o, &written, reinterpret_cast<const unsigned char*>(bytes.data()),
+                       static_cast<int>(bytes.size())) != 1 ||
+      EVP_CipherFinal_ex(ctx.get(), o + written, &last) != 1) {
+    return fail(errc::invalid_argument, "AES-256-CBC failed: " + openssl_reason());
+  }
+  out.resize(static_cast<std::size_t>(written) + static_cast<std::size_t>(last));
+  return out;
+}
+
+} // namespace
+
+expected<std::string> aes_256_cbc_encrypt(std::string_view key, std::string_view iv,
+                                          std::string_view bytes) {
+  return aes_256_cbc(key, iv, bytes, 1);
+}
+
+expected<std::string> aes_256_cbc_decrypt(std::string_view key, std::string_view iv,
+                                          std::string_view bytes) {
+  return aes_256_cbc(key, iv, bytes, 0);
+}
+
 std::string to_hex(std::string_view bytes) {
   static constexpr char digits[] = "0123456789abcdef";
   std::string out;

@@ -179,3 +179,106 @@ TEST_CASE("thread keys follow the session scope and identities name channel and 
   CHECK(channel_thread_key(session_scope::thread_sender, "", "") == "default");
   CHECK(channel_identity("support-tg", "42") == "channel:support-tg:42");
 }
+
+TEST_CASE("wecom, wechat_mp and whatsapp channels read their keys and print them back",
+          "[runtime][settings][channels]") {
+  auto s = load(R"(
+[[channels]]
+name = "corp"
+type = "wecom"
+agent = "assistant"
+corp_id = "ww1234567890"
+agent_id = "1000002"
+secret_env = "TROUPE_KEY_WECOM_SECRET"
+token_env = "TROUPE_KEY_WECOM_TOKEN"
+aes_key_env = "TROUPE_KEY_WECOM_AES"
+
+[[channels]]
+name = "mp"
+type = "wechat_mp"
+agent = "assistant"
+app_id = "wx5823bf96d3bd56c7"
+app_secret_env = "TROUPE_KEY_WX_SECRET"
+token_env = "TROUPE_KEY_WX_TOKEN"
+
+[[channels]]
+name = "wa"
+type = "whatsapp"
+agent = "assistant"
+phone_number_id = "106540352242922"
+access_token_env = "TROUPE_KEY_WA_TOKEN"
+app_secret_env = "TROUPE_KEY_WA_SECRET"
+verify_token_env = "TROUPE_KEY_WA_VERIFY"
+)");
+  REQUIRE(s);
+  REQUIRE(s->channels.size() == 3);
+  const auto& corp = s->channels[0];
+  CHECK(corp.type == channel_type::wecom);
+  CHECK(corp.platform.corp_id == "ww1234567890");
+  CHECK(corp.platform.agent_id == "1000002");
+  CHECK(corp.platform.secret_env == "TROUPE_KEY_WECOM_SECRET");
+  CHECK(corp.token_env == "TROUPE_KEY_WECOM_TOKEN");
+  CHECK(corp.platform.aes_key_env == "TROUPE_KEY_WECOM_AES");
+  CHECK(corp.effective_api_base() == "https://qyapi.weixin.qq.com");
+  CHECK(s->channels[1].type == channel_type::wechat_mp);
+  CHECK(s->channels[1].platform.aes_key_env.empty());
+  CHECK(s->channels[1].effective_api_base() == "https://api.weixin.qq.com");
+  const auto& wa = s->channels[2];
+  CHECK(wa.platform.phone_number_id == "106540352242922");
+  CHECK(wa.platform.verify_token_env == "TROUPE_KEY_WA_VERIFY");
+  CHECK(wa.effective_api_base() == "https://graph.facebook.com/v21.0");
+  // The printed config reads back the same.
+  auto again = load(to_toml(*s));
+  REQUIRE(again);
+  CHECK(again->channels[0].platform == corp.platform);
+  CHECK(again->channels[2].platform == wa.platform);
+  // The keys survive the database column's JSON.
+  auto back = decode_platform_keys(encode_platform_keys(corp.platform));
+  REQUIRE(back);
+  CHECK(*back == corp.platform);
+}
+
+TEST_CASE("a wecom, wechat_mp or whatsapp channel missing a key is refused naming the channel and "
+          "the keys",
+          "[runtime][settings][channels]") {
+  CHECK_THAT(error_of(R"(
+[[channels]]
+name = "corp"
+type = "wecom"
+agent = "a"
+corp_id = "ww1"
+token_env = "TROUPE_KEY_T"
+)"),
+             Catch::Contains("channel 'corp'") &&
+                 Catch::Contains("agent_id, secret_env, aes_key_env"));
+  CHECK_THAT(error_of(R"(
+[[channels]]
+name = "mp"
+type = "wechat_mp"
+agent = "a"
+app_id = "wx1"
+)"),
+             Catch::Contains("channel 'mp'") && Catch::Contains("app_secret_env, token_env"));
+  CHECK_THAT(error_of(R"(
+[[channels]]
+name = "wa"
+type = "whatsapp"
+agent = "a"
+phone_number_id = "1"
+access_token_env = "TROUPE_KEY_WA"
+)"),
+             Catch::Contains("channel 'wa'") &&
+                 Catch::Contains("app_secret_env, verify_token_env"));
+  // A *_env outside the provider-key rule is refused like token_env.
+  CHECK_THAT(error_of(R"(
+[[channels]]
+name = "wa"
+type = "whatsapp"
+agent = "a"
+phone_number_id = "1"
+access_token_env = "HOME"
+app_secret_env = "TROUPE_KEY_B"
+verify_token_env = "TROUPE_KEY_C"
+)"),
+             Catch::Contains("access_token_env"));
+}

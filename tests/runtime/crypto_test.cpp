@@ -2,6 +2,7 @@
 
 #include <set>
 
+#include "troupe/runtime/base64.hpp"
 #include "troupe/runtime/crypto.hpp"
 
 using namespace troupe;
@@ -132,4 +133,41 @@ TEST_CASE("uuids are canonical version 4, RFC 4122 variant, and do not repeat",
   }
   CHECK(seen.size() == 10'000);
   CHECK(seen.count("00000000-0000-4000-8000-000000000000") == 0);
+}
+
+// Vectors from the command line:
+//   python3 -c "import hashlib; print(hashlib.sha1(b'abc').hexdigest())"
+//   printf 'A%.0s' {1..32} | openssl enc -aes-256-cbc -nopad
+//     -K 69b71d79f8218a39259a7a29aabb2dbafc31cb3d35db7e39ebbf3d0010831051
+//     -iv 69b71d79f8218a39259a7a29aabb2dba | xxd -p
+// (the key is base64 "abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG=", the iv its first half).
+TEST_CASE("sha1_hex matches the FIPS 180 vector", "[runtime][crypto]") {
+  CHECK(sha1_hex("abc") == "a9993e364706816aba3e25717850c26c9cd0d89d");
+  CHECK(sha1_hex("") == "da39a3ee5e6b4b0d3255bfef95601890afd80709");
+}
+
+TEST_CASE("aes_256_cbc encrypts as OpenSSL's command line does and decrypts back",
+          "[runtime][crypto]") {
+  const auto key = *base64_decode("abcdefghijklmnopqrstuvwxyz0123456789ABCDEFG=");
+  REQUIRE(key.size() == 32);
+  const auto iv = key.substr(0, 16);
+  const std::string plain(32, 'A');
+  auto sealed = aes_256_cbc_encrypt(key, iv, plain);
+  REQUIRE(sealed);
+  CHECK(to_hex(*sealed) == "782c887b4fae8a28c606ae385eeb719ebe86ef64d239ac299b16cd92089bb246");
+  auto opened = aes_256_cbc_decrypt(key, iv, *sealed);
+  REQUIRE(opened);
+  CHECK(*opened == plain);
+}
+
+TEST_CASE("aes_256_cbc refuses a wrong key, iv or a length that is not whole blocks",
+          "[runtime][crypto]") {
+  const std::string key(32, 'k');
+  const std::string iv(16, 'i');
+  CHECK_FALSE(aes_256_cbc_encrypt(key.substr(0, 31), iv, std::string(16, 'x')));
+  CHECK_FALSE(aes_256_cbc_encrypt(key, iv.substr(0, 15), std::string(16, 'x')));
+  auto odd = aes_256_cbc_decrypt(key, iv, std::string(17, 'x'));
+  REQUIRE_FALSE(odd);
+  CHECK(odd.error().code == errc::invalid_argument);
+  CHECK(aes_256_cbc_encrypt(key, iv, ""));
 }

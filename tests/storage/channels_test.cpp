@@ -444,3 +444,40 @@ TEST_CASE("declared channels are synced by name and need a known agent", "[stora
   REQUIRE_FALSE(refused);
   CHECK_THAT(refused.error().message, Catch::Contains("channel 'hooks': no agent 'nobody'"));
 }
+
+TEST_CASE("wecom, wechat_mp and whatsapp channels are stored with their platform keys, and "
+          "migration 14 keeps the channels, threads and journal it finds",
+          "[storage][channels]") {
+  fresh_db f;
+  const auto agent = f.add_agent();
+  const auto hook = must(insert_channel(f.db, webhook_channel(agent)));
+  auto in = message(hook, "m-1");
+  must(journal_inbound(f.db, in));
+  auto corp = webhook_channel(agent, "corp");
+  corp.kind = "wecom";
+  corp.callback_url.clear();
+  corp.platform.corp_id = "ww123";
+  corp.platform.agent_id = "1000002";
+  corp.platform.secret_env = "TROUPE_KEY_S";
+  corp.platform.aes_key_env = "TROUPE_KEY_A";
+  must(insert_channel(f.db, corp));
+  auto found = must(find_channel_by_name(f.db, "corp"));
+  CHECK(found.kind == "wecom");
+  CHECK(found.platform == corp.platform);
+  found.platform.agent_id = "1000003";
+  must(update_channel(f.db, found));
+  CHECK(must(find_channel_by_name(f.db, "corp")).platform.agent_id == "1000003");
+  for (const auto* kind : {"wechat_mp", "whatsapp"}) {
+    auto other = webhook_channel(agent, kind);
+    other.kind = kind;
+    CHECK(insert_channel(f.db, other));
+  }
+  // Running the migration again (an older database) keeps every row and the widened CHECK.
+  must(f.db.exec("PRAGMA user_version = 13"));
+  CHECK(must(migrate(f.db)) == latest_schema_version());
+  CHECK(must(find_channel_by_name(f.db, "corp")).platform.corp_id == "ww123");
+  CHECK(must(count_inbound_by_status(f.db, hook)).total == 1);
+  auto odd = webhook_channel(agent, "odd");
+  odd.kind = "irc";
+  CHECK_FALSE(insert_channel(f.db, odd));
+}

@@ -49,6 +49,10 @@ http_client_request json_post(std::string url, std::string body,
   return request;
 }
 
+expected<handshake_answer> channel_adapter::answer_get(const http_request&) const {
+  return fail(errc::not_found, "this channel's platform makes no GET request");
+}
+
 std::vector<std::string> channel_adapter::split(std::string_view text) const {
   return {std::string(text)};
 }

@@ -217,6 +217,33 @@ std::size_t message_length(std::string_view text) noexcept {
   return units;
 }
 
+std::vector<std::string> split_message_bytes(std::string_view text, std::size_t max_bytes) {
+  max_bytes = std::max<std::size_t>(max_bytes, 8);
+  std::vector<std::string> out;
+  for (auto& part : split_message(text, max_bytes)) {
+    if (part.size() <= max_bytes) {
+      out.push_back(std::move(part));
+      continue;
+    }
+    // Too many bytes for its characters: a smaller character limit in proportion (with a
+    // margin for a reopened fence), never below 2, shrinking until every piece fits.
+    auto limit = std::max<std::size_t>(message_length(part) * max_bytes / part.size(), 2);
+    while (true) {
+      limit = std::max<std::size_t>(limit * 9 / 10, 2);
+      auto pieces = split_message(part, limit);
+      const bool fits = std::all_of(pieces.begin(), pieces.end(),
+                                    [&](const std::string& p) { return p.size() <= max_bytes; });
+      if (fits || limit == 2) {
+        for (auto& p : pieces) {
+          out.push_back(std::move(p));
+        }
+        break;
+      }
+    }
+  }
+  return out;
+}
+
 std::vector<std::string> split_message(std::string_view text, std::size_t limit) {
   limit = std::max<std::size_t>(limit, 2);
   std::vector<std::string> parts;

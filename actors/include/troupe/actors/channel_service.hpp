@@ -60,6 +60,8 @@ public:
 
   boost::asio::awaitable<net::http_response> receive(std::string name,
                                                      net::http_request request) override;
+  boost::asio::awaitable<net::http_response> handshake(std::string name,
+                                                       net::http_request request) override;
   void forget(const std::string& name) override;
 
   /// Start-up recovery (after the chat service resumed its queued runs): parts left
@@ -89,6 +91,11 @@ private:
   expected<std::shared_ptr<const live_channel>> channel(const std::string& name);
   expected<std::shared_ptr<const live_channel>> channel_by_id(storage::row_id id);
   expected<std::shared_ptr<const live_channel>> make_live(storage::channel_record record);
+  /// The adapter of a WeCom, WeChat or WhatsApp channel (`callback_token`: the resolved
+  /// `token` / `token_env`); unavailable, naming the variable, when a secret is missing.
+  expected<std::shared_ptr<net::channel::channel_adapter>>
+  make_platform_adapter(const storage::channel_record& record,
+                        const std::string& callback_token) const;
   /// Journals `messages` in one commit (each once: a redelivery finds its row) and, from
   /// the commit's answer, hands each new one to its thread; an error when the commit
   /// failed or did not come within `deadline` (the platform delivers it again; a commit

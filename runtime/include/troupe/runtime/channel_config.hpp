@@ -6,7 +6,8 @@
 ///
 ///     [[channels]]
 ///     name = "support-tg"              # unique; appears in routes and identities
-///     type = "telegram"                # telegram | slack | webhook
+///     type = "telegram"                # telegram | slack | webhook | wecom | wechat_mp |
+///                                      # whatsapp
 ///     agent = "assistant"
 ///     mode = "poll"                    # telegram only: poll (getUpdates) | webhook
 ///     token_env = "TROUPE_KEY_TG"      # or token = "…"; Slack: bot_token_env +
@@ -24,11 +25,28 @@
 ///                                      # HMAC-SHA256 key of X-Troupe-Signature outbound
 ///     callback_url = "https://example.org/troupe-replies"
 ///
+///     [[channels]]                     # WeCom (企业微信) self-built app
+///     type = "wecom"
+///     corp_id = "ww…"  agent_id = "1000002"
+///     secret_env = "…"  token_env = "…"  aes_key_env = "…"
+///
+///     [[channels]]                     # WeChat Official Account
+///     type = "wechat_mp"
+///     app_id = "wx…"  app_secret_env = "…"  token_env = "…"
+///     aes_key_env = "…"                # optional: plain (unencrypted) mode without it
+///
+///     [[channels]]                     # WhatsApp Business Cloud API
+///     type = "whatsapp"
+///     phone_number_id = "…"  access_token_env = "…"  app_secret_env = "…"
+///     verify_token_env = "…"
+///
 /// Secrets (`token`, the values behind `*_env`) are write-only: never logged, printed or
 /// returned by the API.
 
+#include <array>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "troupe/runtime/agent_config.hpp"
@@ -37,7 +55,7 @@
 namespace troupe {
 
 /// Which platform a channel speaks.
-enum class channel_type { telegram, slack, webhook };
+enum class channel_type { telegram, slack, webhook, wecom, wechat_mp, whatsapp };
 
 std::string_view to_string(channel_type t) noexcept;
 expected<channel_type> parse_channel_type(std::string_view name);
@@ -70,6 +88,50 @@ std::string channel_thread_identity(std::string_view channel, std::string_view t
 std::string channel_owner_identity(session_scope scope, std::string_view channel,
                                    std::string_view thread_key, std::string_view sender);
 
+/// The keys of the platforms that name their app by ids and hold several secrets
+/// (WeCom, WeChat Official Accounts, WhatsApp): ids as they are, secrets by the variable
+/// holding them (`*_env`, under the provider-key rule). Empty: not set.
+struct channel_platform_keys {
+  /// WeCom: the corp id (the receive id of its encrypted messages).
+  std::string corp_id;
+  /// WeCom: the self-built app's AgentId (config key `agent_id`).
+  std::string agent_id;
+  /// WeCom: the app's Secret (for gettoken).
+  std::string secret_env;
+  /// WeCom and WeChat: the callback's EncodingAESKey (43 characters).
+  std::string aes_key_env;
+  /// WeChat Official Account: its AppID.
+  std::string app_id;
+  /// WeChat: the AppSecret; WhatsApp: the Meta app secret (X-Hub-Signature-256).
+  std::string app_secret_env;
+  /// WhatsApp: the business phone number's id.
+  std::string phone_number_id;
+  /// WhatsApp: the (system user) access token.
+  std::string access_token_env;
+  /// WhatsApp: the verify token of the GET subscription check.
+  std::string verify_token_env;
+
+  /// Every key's name and member, in a fixed order: the config, the API and the
+  /// database read and write them through this table.
+  static constexpr std::array<std::pair<std::string_view, std::string channel_platform_keys::*>, 9>
+      fields{{{"corp_id", &channel_platform_keys::corp_id},
+              {"agent_id", &channel_platform_keys::agent_id},
+              {"secret_env", &channel_platform_keys::secret_env},
+              {"aes_key_env", &channel_platform_keys::aes_key_env},
+              {"app_id", &channel_platform_keys::app_id},
+              {"app_secret_env", &channel_platform_keys::app_secret_env},
+              {"phone_number_id", &channel_platform_keys::phone_number_id},
+              {"access_token_env", &channel_platform_keys::access_token_env},
+              {"verify_token_env", &channel_platform_keys::verify_token_env}}};
+
+  friend bool operator==(const channel_platform_keys&, const channel_platform_keys&) = default;
+};
+
+/// The keys as a JSON object of the non-empty ones (the database column).
+std::string encode_platform_keys(const channel_platform_keys& keys);
+/// The inverse of `encode_platform_keys`; unknown members are ignored.
+expected<channel_platform_keys> decode_platform_keys(std::string_view json);
+
 /// One channel.
 struct channel_settings {
   std::string name;
@@ -86,6 +148,8 @@ struct channel_settings {
   std::string bot_token_env;
   /// Slack: the variable holding the signing secret.
   std::string signing_secret_env;
+  /// WeCom, WeChat and WhatsApp keys (`token_env` is WeCom's and WeChat's callback Token).
+  channel_platform_keys platform;
   /// The platform's API base URL; empty: the type's public default.
   std::string api_base;
   session_scope scope = session_scope::thread;

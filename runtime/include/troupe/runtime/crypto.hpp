@@ -1,7 +1,9 @@
 #pragma once
 
 /// \file
-/// The little cryptography the API needs: SHA-256, HMAC-SHA256, random bytes, hex and a
+/// The little cryptography the API needs: SHA-256, HMAC-SHA256, SHA-1 (platform
+/// signatures that still use it: WeChat, WeCom), AES-256-CBC without padding (the
+/// platforms' encrypted callbacks, which pad on their own), random bytes, hex and a
 /// constant-time comparison. The primitives are OpenSSL's libcrypto (linked privately:
 /// no OpenSSL header is included here); this header only gives them troupe's types.
 
@@ -46,6 +48,20 @@ sha256_digest sha256(std::string_view bytes) noexcept;
 std::string sha256_hex(std::string_view bytes);
 /// HMAC-SHA256 (RFC 2104) of `message` under `key`.
 sha256_digest hmac_sha256(std::string_view key, std::string_view message) noexcept;
+
+/// SHA-1 of `bytes` as 40 lower-case hex digits. Only for platforms whose signatures
+/// are defined with it (WeChat's and WeCom's `signature` / `msg_signature`): never for
+/// anything troupe chooses itself.
+std::string sha1_hex(std::string_view bytes);
+
+/// AES-256-CBC of `bytes` under the 32-byte `key` and 16-byte `iv`, without padding:
+/// `bytes` must be a whole number of 16-byte blocks (the caller pads, as WeChat's PKCS#7
+/// to 32 bytes). An invalid_argument for a wrong key, iv or length.
+expected<std::string> aes_256_cbc_encrypt(std::string_view key, std::string_view iv,
+                                          std::string_view bytes);
+/// The inverse of `aes_256_cbc_encrypt` (no padding removed).
+expected<std::string> aes_256_cbc_decrypt(std::string_view key, std::string_view iv,
+                                          std::string_view bytes);
 
 /// Lower-case hex of `bytes`.
 std::string to_hex(std::string_view bytes);

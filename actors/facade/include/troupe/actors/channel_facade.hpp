@@ -25,6 +25,13 @@ public:
   virtual boost::asio::awaitable<net::http_response> receive(std::string name,
                                                              net::http_request request) = 0;
 
+  /// Answers `GET /api/v1/webhooks/channels/{name}`, a platform's URL check (WeChat's
+  /// and WeCom's echostr, WhatsApp's hub.challenge), with the channel's adapter; nothing
+  /// is journaled. 403 when its verification fails, 400 for a malformed check, 405 for a
+  /// platform that makes none, 404 for a channel that does not exist or is disabled.
+  virtual boost::asio::awaitable<net::http_response> handshake(std::string name,
+                                                               net::http_request request) = 0;
+
   /// Channel `name` was changed or deleted over the API: later messages use its new
   /// settings (threads already live finish what they hold with the old ones).
   virtual void forget(const std::string& name) = 0;

@@ -61,6 +61,14 @@ struct decoded_request {
   bool empty_response = false;
 };
 
+/// The answer to a platform's GET on a channel's route: its URL check (WeChat's and
+/// WeCom's `echostr`, WhatsApp's `hub.challenge`). Never journaled.
+struct handshake_answer {
+  unsigned status = 200;
+  std::string body;
+  std::string content_type = "text/plain; charset=utf-8";
+};
+
 /// One part of a reply, as the outbox hands it to the adapter.
 struct outbound_part {
   /// The `reply_to` of the message that started the thread.
@@ -118,6 +126,12 @@ public:
   /// in constant time). An error (`permission_denied`) is answered 401 and nothing of the
   /// request is journaled.
   virtual expected<void> verify(const http_request& request) const = 0;
+
+  /// Answers a GET on the channel's route: the platform's URL check, its own
+  /// verification included (in constant time). An error is answered by its code:
+  /// `permission_denied` 403, `invalid_argument` 400, anything else 405 (the default: the
+  /// platform makes no GET). Pure; may run anywhere.
+  virtual expected<handshake_answer> answer_get(const http_request& request) const;
 
   /// The messages of a verified request (possibly none: a ping, a bot's own message).
   /// An error (`invalid_argument`) is answered 400.

@@ -36,6 +36,12 @@ std::size_t message_length(std::string_view text) noexcept;
 /// parts. A `limit` below 2 is taken as 2 (room for any code point).
 std::vector<std::string> split_message(std::string_view text, std::size_t limit);
 
+/// `split_message` for a platform that counts bytes (WeChat and WeCom: 2,048 bytes of
+/// UTF-8): parts of at most `max_bytes` bytes, cut the same way. A part split at
+/// `max_bytes` characters that is still too long in bytes is split again at a
+/// proportionally smaller limit. A `max_bytes` below 8 is taken as 8.
+std::vector<std::string> split_message_bytes(std::string_view text, std::size_t max_bytes);
+
 /// Markdown as the HTML subset Telegram's `parse_mode: "HTML"` accepts: **bold** and
 /// __bold__ → <b>, *italic* and _italic_ → <i>, ~~struck~~ → <s>, `code` → <code>, fenced
 /// code → <pre> (<pre><code class="language-x"> with an info string), [text](url) → <a>
