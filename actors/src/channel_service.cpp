@@ -7,6 +7,8 @@
 #include <fmt/format.h>
 
 #include "troupe/actors/bridge.hpp"
+#include "troupe/net/channel/dingtalk_adapter.hpp"
+#include "troupe/net/channel/feishu_adapter.hpp"
 #include "troupe/net/channel/slack_adapter.hpp"
 #include "troupe/net/channel/telegram_adapter.hpp"
 #include "troupe/net/channel/webhook_adapter.hpp"
@@ -232,6 +234,13 @@ channel_service::make_live(storage::channel_record record) {
     }
     token = declared.resolve_token(options_.environment, options_.key_env);
   }
+  // A secret behind a variable the provider-key rule allows; empty when unset.
+  const auto secret = [&](const std::string& variable) {
+    channel_settings from;
+    from.token_env = variable;
+    return variable.empty() ? std::string()
+                            : from.resolve_token(options_.environment, options_.key_env);
+  };
   switch (parse_channel_type(record.kind).value_or(channel_type::webhook)) {
     case channel_type::webhook:
       if (token.empty()) {
@@ -274,6 +283,41 @@ channel_service::make_live(storage::channel_record record) {
         }
       }
       live->adapter = std::make_shared<net::channel::slack_adapter>(std::move(o));
+      break;
+    }
+    case channel_type::feishu: {
+      const auto& k = record.platform;
+      net::channel::feishu_options o;
+      o.channel = record.name;
+      o.api_base = api_base_of(record);
+      o.app_id = k.app_id;
+      o.app_secret = secret(k.app_secret_env);
+      o.verification_token = secret(k.verification_token_env);
+      o.encrypt_key = secret(k.encrypt_key_env);
+      if (o.app_secret.empty() || o.verification_token.empty() ||
+          (!k.encrypt_key_env.empty() && o.encrypt_key.empty())) {
+        return fail(
+            errc::unavailable,
+            fmt::format("channel '{}' is missing a secret: set {}, {} and {}", record.name,
+                        k.app_secret_env, k.verification_token_env,
+                        k.encrypt_key_env.empty() ? "(no encrypt key)" : k.encrypt_key_env));
+      }
+      live->adapter = std::make_shared<net::channel::feishu_adapter>(std::move(o));
+      break;
+    }
+    case channel_type::dingtalk: {
+      const auto& k = record.platform;
+      net::channel::dingtalk_options o;
+      o.channel = record.name;
+      o.api_base = api_base_of(record);
+      o.app_key = k.app_key;
+      o.robot_code = k.robot_code;
+      o.app_secret = secret(k.app_secret_env);
+      if (o.app_secret.empty()) {
+        return fail(errc::unavailable, fmt::format("channel '{}' has no app secret: set {}",
+                                                   record.name, k.app_secret_env));
+      }
+      live->adapter = std::make_shared<net::channel::dingtalk_adapter>(std::move(o));
       break;
     }
   }

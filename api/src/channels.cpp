@@ -43,6 +43,14 @@ void write_channel(json_writer& w, const channel_view& v) {
   w.key("bot_token_env").value(c.bot_token_env);
   w.key("signing_secret_env").value(c.signing_secret_env);
   w.key("api_base").value(c.api_base);
+  // The platforms' keys; WeCom's `agent_id` (its app's AgentId) shows as
+  // `wecom_agent_id`, since `agent_id` here is the troupe agent's.
+  for (const auto& [field, member] : channel_platform_keys::fields) {
+    if (!(c.platform.*member).empty()) {
+      w.key(field == "agent_id" ? std::string_view("wecom_agent_id") : field)
+          .value(c.platform.*member);
+    }
+  }
   w.key("session_scope").value(c.session_scope);
   w.key("queue_policy").value(c.queue_policy);
   w.key("callback_url").value(c.callback_url);
@@ -124,6 +132,7 @@ channel_settings settings_of(const storage::channel_record& r, const std::string
   ch.bot_token_env = r.bot_token_env;
   ch.signing_secret_env = r.signing_secret_env;
   ch.api_base = r.api_base;
+  ch.platform = r.platform;
   ch.scope = parse_session_scope(r.session_scope).value_or(session_scope::thread);
   ch.queue = parse_queue_policy(r.queue_policy).value_or(queue_policy::followup);
   ch.callback_url = r.callback_url;
@@ -149,9 +158,33 @@ std::optional<bool> read_bool(json_body& body, std::string_view field) {
 /// is resolved by name or uuid. Problems are recorded in `body`.
 void read_channel_fields(const state_ptr& state, json_body& body, storage::channel_record& r,
                          std::string& agent_name, bool creating) {
-  body.only({"name", "type", "agent", "mode", "token", "token_env", "bot_token_env",
-             "signing_secret_env", "api_base", "session_scope", "queue_policy", "callback_url",
-             "stream_edits", "enabled"});
+  body.only({"name",
+             "type",
+             "agent",
+             "mode",
+             "token",
+             "token_env",
+             "bot_token_env",
+             "signing_secret_env",
+             "api_base",
+             "session_scope",
+             "queue_policy",
+             "callback_url",
+             "stream_edits",
+             "enabled",
+             "corp_id",
+             "agent_id",
+             "secret_env",
+             "aes_key_env",
+             "app_id",
+             "app_secret_env",
+             "phone_number_id",
+             "access_token_env",
+             "verify_token_env",
+             "verification_token_env",
+             "encrypt_key_env",
+             "app_key",
+             "robot_code"});
   if (creating) {
     if (auto v = body.text("name", true, 64)) {
       r.name = *v;
@@ -161,7 +194,7 @@ void read_channel_fields(const state_ptr& state, json_body& body, storage::chann
   }
   if (auto v = body.text("type", creating, 32)) {
     if (!parse_channel_type(*v)) {
-      body.invalid("type", "must be telegram, slack or webhook");
+      body.invalid("type", "must be telegram, slack, webhook, feishu or dingtalk");
     }
     r.kind = *v;
   }
@@ -186,6 +219,11 @@ void read_channel_fields(const state_ptr& state, json_body& body, storage::chann
                              {"callback_url", &r.callback_url}}) {
     if (auto v = body.text(field, false, 2048)) {
       *into = *v;
+    }
+  }
+  for (const auto& [field, member] : channel_platform_keys::fields) {
+    if (auto v = body.text(field, false, 256)) {
+      r.platform.*member = *v;
     }
   }
   if (auto v = body.text("token", false, 4096)) {

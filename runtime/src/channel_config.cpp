@@ -7,6 +7,9 @@
 
 #include <fmt/format.h>
 
+#include "troupe/runtime/json_object.hpp"
+#include "troupe/runtime/json_writer.hpp"
+
 namespace troupe {
 
 namespace {
@@ -27,18 +30,25 @@ std::string_view to_string(channel_type t) noexcept {
       return "slack";
     case channel_type::webhook:
       return "webhook";
+    case channel_type::feishu:
+      return "feishu";
+    case channel_type::dingtalk:
+      return "dingtalk";
   }
   return "webhook";
 }
 
 expected<channel_type> parse_channel_type(std::string_view name) {
-  for (auto t : {channel_type::telegram, channel_type::slack, channel_type::webhook}) {
+  for (auto t : {channel_type::telegram, channel_type::slack, channel_type::webhook,
+                 channel_type::feishu, channel_type::dingtalk}) {
     if (to_string(t) == name) {
       return t;
     }
   }
   return fail(errc::invalid_argument,
-              fmt::format("'{}' is not a channel type (telegram, slack, webhook)", name));
+              fmt::format("'{}' is not a channel type (telegram, slack, webhook, feishu, "
+                          "dingtalk)",
+                          name));
 }
 
 std::string_view to_string(session_scope s) noexcept {
@@ -102,6 +112,10 @@ std::string channel_settings::effective_api_base() const {
       return "https://slack.com/api";
     case channel_type::webhook:
       return {};
+    case channel_type::feishu:
+      return "https://open.feishu.cn/open-apis";
+    case channel_type::dingtalk:
+      return "https://api.dingtalk.com";
   }
   return {};
 }
@@ -146,6 +160,31 @@ expected<void> validate_channel(const channel_settings& ch, const key_env_policy
       return ok;
     }
   }
+  for (const auto& [field, member] : channel_platform_keys::fields) {
+    if (field.ends_with("_env")) {
+      if (auto ok =
+              policy.check(fmt::format("channel '{}': {}", ch.name, field), ch.platform.*member);
+          !ok) {
+        return ok;
+      }
+    }
+  }
+  // What each platform with several keys needs, named when missing.
+  const auto need = [&](std::initializer_list<std::pair<std::string_view, const std::string*>> keys)
+      -> expected<void> {
+    std::string missing;
+    for (const auto& [key, value] : keys) {
+      if (value->empty()) {
+        missing += missing.empty() ? "" : ", ";
+        missing += key;
+      }
+    }
+    if (!missing.empty()) {
+      return bad(fmt::format("a {} channel needs {}", to_string(ch.type), missing));
+    }
+    return {};
+  };
+  const auto& k = ch.platform;
   switch (ch.type) {
     case channel_type::telegram:
       // A token (inline or its variable's value) is looked for when the channel starts:
@@ -159,6 +198,19 @@ expected<void> validate_channel(const channel_settings& ch, const key_env_policy
     case channel_type::webhook:
       if (!ch.callback_url.starts_with("http://") && !ch.callback_url.starts_with("https://")) {
         return bad("a webhook channel needs an http(s) callback_url");
+      }
+      break;
+    case channel_type::feishu:
+      if (auto ok = need({{"app_id", &k.app_id},
+                          {"app_secret_env", &k.app_secret_env},
+                          {"verification_token_env", &k.verification_token_env}});
+          !ok) {
+        return ok;
+      }
+      break;
+    case channel_type::dingtalk:
+      if (auto ok = need({{"app_key", &k.app_key}, {"app_secret_env", &k.app_secret_env}}); !ok) {
+        return ok;
       }
       break;
   }
@@ -177,6 +229,39 @@ expected<void> validate_channel(const channel_settings& ch, const key_env_policy
     return bad("api_base must be an http(s) URL");
   }
   return {};
+}
+
+std::string encode_platform_keys(const channel_platform_keys& keys) {
+  json_writer w;
+  w.begin_object();
+  for (const auto& [field, member] : channel_platform_keys::fields) {
+    if (!(keys.*member).empty()) {
+      w.key(field).value(keys.*member);
+    }
+  }
+  w.end_object();
+  return std::move(w).str();
+}
+
+expected<channel_platform_keys> decode_platform_keys(std::string_view json) {
+  channel_platform_keys keys;
+  if (json.empty()) {
+    return keys;
+  }
+  auto parsed = json_object::parse(json);
+  if (!parsed) {
+    return tl::unexpected(parsed.error());
+  }
+  for (const auto& [field, member] : channel_platform_keys::fields) {
+    auto value = parsed->text(field);
+    if (!value) {
+      return tl::unexpected(value.error());
+    }
+    if (*value) {
+      keys.*member = std::move(**value);
+    }
+  }
+  return keys;
 }
 
 expected<void> validate_channels(const std::vector<channel_settings>& channels,

@@ -99,6 +99,64 @@ sha256_digest hmac_sha256(std::string_view key, std::string_view message) noexce
   return out;
 }
 
+namespace {
+
+struct cipher_context_deleter {
+  void operator()(EVP_CIPHER_CTX* ctx) const noexcept {
+    EVP_CIPHER_CTX_free(ctx);
+  }
+};
+
+/// One AES-256-CBC pass with PKCS#7 padding, `encrypt` or decrypt.
+expected<std::string> aes_256_cbc_pkcs7(std::string_view key, std::string_view iv,
+                                        std::string_view data, bool encrypt) {
+  constexpr std::size_t block = 16;
+  if (key.size() != 32 || iv.size() != block) {
+    return fail(errc::invalid_argument, "AES-256-CBC needs a 32-byte key and a 16-byte iv");
+  }
+  if (!encrypt && (data.empty() || data.size() % block != 0)) {
+    return fail(errc::invalid_argument,
+                fmt::format("{} bytes are not whole AES blocks", data.size()));
+  }
+  if (data.size() > max_piece) {
+    return fail(errc::invalid_argument, "too many bytes for one AES call");
+  }
+  std::unique_ptr<EVP_CIPHER_CTX, cipher_context_deleter> ctx(EVP_CIPHER_CTX_new());
+  if (!ctx) {
+    crypto_failure("EVP_CIPHER_CTX_new");
+  }
+  const auto* k = reinterpret_cast<const unsigned char*>(key.data());
+  const auto* v = reinterpret_cast<const unsigned char*>(iv.data());
+  if (EVP_CipherInit_ex(ctx.get(), EVP_aes_256_cbc(), nullptr, k, v, encrypt ? 1 : 0) != 1) {
+    return fail(errc::internal, "AES-256-CBC init failed: " + openssl_reason());
+  }
+  std::string out(data.size() + block, '\0');
+  int written = 0;
+  int last = 0;
+  auto* o = reinterpret_cast<unsigned char*>(out.data());
+  if (EVP_CipherUpdate(ctx.get(), o, &written, reinterpret_cast<const unsigned char*>(data.data()),
+                       static_cast<int>(data.size())) != 1 ||
+      EVP_CipherFinal_ex(ctx.get(), o + written, &last) != 1) {
+    ERR_clear_error();
+    return fail(errc::invalid_argument, encrypt ? "AES-256-CBC encryption failed"
+                                                : "AES-256-CBC: bad padding (a wrong key?)");
+  }
+  out.resize(static_cast<std::size_t>(written + last));
+  return out;
+}
+
+} // namespace
+
+expected<std::string> aes_256_cbc_pkcs7_decrypt(std::string_view key, std::string_view iv,
+                                                std::string_view data) {
+  return aes_256_cbc_pkcs7(key, iv, data, false);
+}
+
+expected<std::string> aes_256_cbc_pkcs7_encrypt(std::string_view key, std::string_view iv,
+                                                std::string_view data) {
+  return aes_256_cbc_pkcs7(key, iv, data, true);
+}
+
 std::string to_hex(std::string_view bytes) {
   static constexpr char digits[] = "0123456789abcdef";
   std::string out;

@@ -662,6 +662,11 @@ expected<void> read_channel(settings& target, entry_reader& r, std::string_view 
                           r.text("api_base", ch.api_base), r.text("session_scope", scope),
                           r.text("queue_policy", policy), r.text("callback_url", ch.callback_url),
                           r.boolean("stream_edits", ch.stream_edits));
+  for (const auto& [field, member] : channel_platform_keys::fields) {
+    if (ok) {
+      ok = r.text(field, ch.platform.*member);
+    }
+  }
   if (ok) {
     ok = r.no_unknown_keys();
   }
@@ -1096,6 +1101,11 @@ std::string to_toml(const settings& s) {
           {"callback_url", ch.callback_url}}) {
       if (!value.empty()) {
         out += fmt::format("{} = {}\n", key, toml_string(value));
+      }
+    }
+    for (const auto& [key, member] : channel_platform_keys::fields) {
+      if (!(ch.platform.*member).empty()) {
+        out += fmt::format("{} = {}\n", key, toml_string(ch.platform.*member));
       }
     }
     if (!ch.token.empty()) {

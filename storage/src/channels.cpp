@@ -12,7 +12,7 @@ namespace {
 constexpr std::string_view channel_columns =
     "id, name, kind, agent_id, mode, token_env, token, bot_token_env, signing_secret_env, "
     "api_base, session_scope, queue_policy, callback_url, stream_edits, enabled, declared, "
-    "created_at, updated_at";
+    "created_at, updated_at, platform_keys";
 channel_record read_channel(const statement& s) {
   channel_record r;
   r.id = s.int64(0);
@@ -33,6 +33,8 @@ channel_record read_channel(const statement& s) {
   r.declared = s.int64(15) != 0;
   r.created_at = s.int64(16);
   r.updated_at = s.int64(17);
+  // Written by encode_platform_keys only; a row that does not parse reads as no keys.
+  r.platform = decode_platform_keys(s.text(18)).value_or(channel_platform_keys{});
   return r;
 }
 
@@ -100,11 +102,12 @@ expected<row_id> insert_channel(connection& c, channel_record r) {
   return insert_row(c,
                     "INSERT INTO channels (name, kind, agent_id, mode, token_env, token, "
                     "bot_token_env, signing_secret_env, api_base, session_scope, queue_policy, "
-                    "callback_url, stream_edits, enabled, declared, created_at, updated_at) "
-                    "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                    "callback_url, stream_edits, enabled, declared, created_at, updated_at, "
+                    "platform_keys) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                     r.name, r.kind, r.agent_id, r.mode, r.token_env, r.token, r.bot_token_env,
                     r.signing_secret_env, r.api_base, r.session_scope, r.queue_policy,
-                    r.callback_url, r.stream_edits, r.enabled, r.declared, t, t);
+                    r.callback_url, r.stream_edits, r.enabled, r.declared, t, t,
+                    encode_platform_keys(r.platform));
 }
 
 expected<row_id> upsert_declared_channel(connection& c, channel_record r) {
@@ -112,17 +115,18 @@ expected<row_id> upsert_declared_channel(connection& c, channel_record r) {
   return c.query_int(
       "INSERT INTO channels (name, kind, agent_id, mode, token_env, token, bot_token_env, "
       "signing_secret_env, api_base, session_scope, queue_policy, callback_url, stream_edits, "
-      "enabled, declared, created_at, updated_at) "
-      "VALUES (?1, ?2, ?3, ?4, ?5, '', ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, 1, ?14, ?14) "
+      "enabled, declared, created_at, updated_at, platform_keys) "
+      "VALUES (?1, ?2, ?3, ?4, ?5, '', ?6, ?7, ?8, ?9, ?10, ?11, ?12, ?13, 1, ?14, ?14, ?15) "
       "ON CONFLICT (name) DO UPDATE SET kind = excluded.kind, agent_id = excluded.agent_id, "
       "mode = excluded.mode, token_env = excluded.token_env, token = '', "
       "bot_token_env = excluded.bot_token_env, signing_secret_env = excluded.signing_secret_env, "
       "api_base = excluded.api_base, session_scope = excluded.session_scope, "
       "queue_policy = excluded.queue_policy, callback_url = excluded.callback_url, "
       "stream_edits = excluded.stream_edits, enabled = excluded.enabled, declared = 1, "
-      "updated_at = excluded.updated_at RETURNING id",
+      "updated_at = excluded.updated_at, platform_keys = excluded.platform_keys RETURNING id",
       r.name, r.kind, r.agent_id, r.mode, r.token_env, r.bot_token_env, r.signing_secret_env,
-      r.api_base, r.session_scope, r.queue_policy, r.callback_url, r.stream_edits, r.enabled, t);
+      r.api_base, r.session_scope, r.queue_policy, r.callback_url, r.stream_edits, r.enabled, t,
+      encode_platform_keys(r.platform));
 }
 
 expected<channel_record> find_channel(connection& c, row_id id) {
@@ -158,10 +162,11 @@ expected<void> update_channel(connection& c, const channel_record& r) {
                     "UPDATE channels SET kind = ?, agent_id = ?, mode = ?, token_env = ?, "
                     "token = ?, bot_token_env = ?, signing_secret_env = ?, api_base = ?, "
                     "session_scope = ?, queue_policy = ?, callback_url = ?, stream_edits = ?, "
-                    "enabled = ?, updated_at = ? WHERE id = ?",
+                    "enabled = ?, updated_at = ?, platform_keys = ? WHERE id = ?",
                     r.kind, r.agent_id, r.mode, r.token_env, r.token, r.bot_token_env,
                     r.signing_secret_env, r.api_base, r.session_scope, r.queue_policy,
-                    r.callback_url, r.stream_edits, r.enabled, now_millis(), r.id);
+                    r.callback_url, r.stream_edits, r.enabled, now_millis(),
+                    encode_platform_keys(r.platform), r.id);
 }
 
 expected<void> delete_channel(connection& c, row_id id) {
@@ -177,6 +182,7 @@ channel_record declared_channel_record(const channel_settings& ch, row_id agent_
   r.token_env = ch.token_env;
   r.bot_token_env = ch.bot_token_env;
   r.signing_secret_env = ch.signing_secret_env;
+  r.platform = ch.platform;
   r.api_base = ch.api_base;
   r.session_scope = std::string(to_string(ch.scope));
   r.queue_policy = std::string(to_string(ch.queue));

@@ -622,6 +622,54 @@ expected<void> apply_schema_v13(connection& c) {
   return {};
 }
 
+// Migration 14 (issue 22): the channel types of the Chinese platforms and WhatsApp, and
+// their keys (one JSON column: channel_config.hpp's channel_platform_keys). SQLite cannot
+// change a CHECK constraint, and rebuilding `channels` would cascade-delete its threads,
+// journal and outbox (foreign keys are on, and cannot be turned off inside the migration's
+// transaction); the constraint's text is replaced in the schema instead, the procedure
+// SQLite documents for changes that leave the stored rows valid ("Making Other Kinds Of
+// Table Schema Changes", lang_altertable.html), widening a CHECK being one.
+expected<void> apply_schema_v14(connection& c) {
+  auto has = c.query_int(
+      "SELECT COUNT(*) FROM pragma_table_info('channels') WHERE name = 'platform_keys'");
+  if (!has) {
+    return tl::unexpected(has.error());
+  }
+  if (*has == 0) {
+    if (auto added =
+            c.exec("ALTER TABLE channels ADD COLUMN platform_keys TEXT NOT NULL DEFAULT '{}'");
+        !added) {
+      return added;
+    }
+  }
+  auto version = c.query_int("PRAGMA schema_version");
+  if (!version) {
+    return tl::unexpected(version.error());
+  }
+  auto widened = c.exec(fmt::format(R"sql(
+PRAGMA writable_schema = ON;
+UPDATE sqlite_schema SET sql = replace(sql,
+  'CHECK (kind IN (''telegram'', ''slack'', ''webhook''))',
+  'CHECK (kind IN (''telegram'', ''slack'', ''webhook'', ''wecom'', ''wechat_mp'', ''whatsapp'', ''feishu'', ''dingtalk''))')
+  WHERE type = 'table' AND name = 'channels';
+PRAGMA schema_version = {};
+PRAGMA writable_schema = OFF;
+)sql",
+                                    *version + 1));
+  if (!widened) {
+    return widened;
+  }
+  auto now = c.query_int("SELECT COUNT(*) FROM sqlite_schema WHERE type = 'table' AND "
+                         "name = 'channels' AND sql LIKE '%''wechat_mp''%'");
+  if (!now) {
+    return tl::unexpected(now.error());
+  }
+  if (*now != 1) {
+    return fail(errc::internal, "the channels table's CHECK on kind was not widened");
+  }
+  return {};
+}
+
 struct migration {
   int version;
   std::string_view description;
@@ -654,6 +702,8 @@ const std::vector<migration>& migrations() {
       {12, "channel delivery ids, reply targets and streamed previews",
        [](connection& c) { return apply_schema_v12(c); }},
       {13, "context summary message range", [](connection& c) { return apply_schema_v13(c); }},
+      {14, "channel types wecom, wechat_mp, whatsapp (and feishu, dingtalk) and their keys",
+       [](connection& c) { return apply_schema_v14(c); }},
   };
   return list;
 }

@@ -1,7 +1,8 @@
 #pragma once
 
 /// \file
-/// The little cryptography the API needs: SHA-256, HMAC-SHA256, random bytes, hex and a
+/// The little cryptography the API needs: SHA-256, HMAC-SHA256, AES-256-CBC with PKCS#7
+/// (platforms' encrypted callbacks), random bytes, hex and a
 /// constant-time comparison. The primitives are OpenSSL's libcrypto (linked privately:
 /// no OpenSSL header is included here); this header only gives them troupe's types.
 
@@ -46,6 +47,15 @@ sha256_digest sha256(std::string_view bytes) noexcept;
 std::string sha256_hex(std::string_view bytes);
 /// HMAC-SHA256 (RFC 2104) of `message` under `key`.
 sha256_digest hmac_sha256(std::string_view key, std::string_view message) noexcept;
+
+/// AES-256-CBC with PKCS#7 padding (what Feishu's encrypted events use): `data` under the
+/// 32-byte `key` and 16-byte `iv`. Decrypting fails (`invalid_argument`) on a wrong key
+/// or iv size, a length that is not a whole number of blocks, or bad padding (a wrong
+/// key, or bytes that were not encrypted so).
+expected<std::string> aes_256_cbc_pkcs7_decrypt(std::string_view key, std::string_view iv,
+                                                std::string_view data);
+expected<std::string> aes_256_cbc_pkcs7_encrypt(std::string_view key, std::string_view iv,
+                                                std::string_view data);
 
 /// Lower-case hex of `bytes`.
 std::string to_hex(std::string_view bytes);

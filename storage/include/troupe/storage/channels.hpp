@@ -27,7 +27,8 @@ namespace troupe::storage {
 struct channel_record {
   row_id id = 0;
   std::string name;
-  /// telegram | slack | webhook.
+  /// telegram | slack | webhook | feishu | dingtalk (the CHECK of migration 14 also
+  /// admits wecom, wechat_mp and whatsapp).
   std::string kind;
   row_id agent_id = 0;
   std::string mode = "poll";
@@ -37,6 +38,8 @@ struct channel_record {
   std::string bot_token_env;
   std::string signing_secret_env;
   std::string api_base;
+  /// The keys of the platforms with several (column `platform_keys`, JSON; migration 14).
+  channel_platform_keys platform;
   /// thread | sender | thread_sender.
   std::string session_scope = "thread";
   /// followup | steer | interrupt | collect.
