@@ -156,7 +156,7 @@ TEST_CASE("aes-256-cbc with pkcs7 matches openssl and Feishu's published example
   const auto iv = from_hex("3f7ef0f9564898d80f10ed5106127a46");
   const auto data = from_hex("d2a5ee7eb3ca621b106d6945e1338219");
   CHECK(aes_256_cbc_pkcs7_decrypt(key, iv, data).value_or("error") == "hello world");
-  // printf 'hello feishu, sixteen+ bytes' | openssl enc -aes-256-cbc \
+  // printf 'hello feishu, sixteen+ bytes' | openssl enc -aes-256-cbc
   //   -K $(printf 'test key' | sha256sum | cut -d' ' -f1) -iv 30313233343536373839616263646566
   const auto openssl_out =
       from_hex("17b30384d5456f22e3d4fb068ee686b2627349495ea274b8292b0e90902e6dc4");
