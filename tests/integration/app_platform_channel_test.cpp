@@ -314,6 +314,8 @@ TEST_CASE("feishu: a reply is the message reply API's, answering the message",
   const auto reply = n.platform.fake.replies().at(0);
   CHECK(reply.parent_id == "om_abc");
   CHECK(reply.uuid.size() == 40);
+  // The reply is recorded before the fake logs the call it answered.
+  REQUIRE(n.platform.fake.wait_for_calls("reply", 1, 30s));
   const auto call = n.platform.fake.calls("reply").at(0);
   CHECK(call.header("Authorization").starts_with("Bearer t-fake-"));
 }
