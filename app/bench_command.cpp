@@ -176,7 +176,10 @@ void add_bench_command(CLI::App& cli, command_action& action) {
                   "(default 5)");
   cmd->add_option("--conversations", opts->options.conversations,
                   "idle: conversations, each with a waiting run and a subscriber (default 1000); "
-                  "channel: threads of the webhook channel (default 1000)");
+                  "channel: threads of the channel (default 1000)");
+  cmd->add_option("--channel-type", opts->options.channel_type,
+                  "channel: the platform driven: webhook (default), feishu or dingtalk (signed "
+                  "deliveries; replies at a fake of the platform)");
   cmd->add_option("--peers", opts->options.peers_dir,
                   "agent: directory of the peers' JSON results (bench/peers/results) to put "
                   "side by side with troupe, as ratios");

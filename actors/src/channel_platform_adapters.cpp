@@ -1,12 +1,14 @@
 // The adapters of the platforms named by ids and several secrets (WeCom, WeChat Official
-// Accounts, WhatsApp; issue 22): their secrets read from the variables their keys name,
-// a missing one named in the error (the channel answers 503, as for a provider's key).
+// Accounts, WhatsApp, Feishu, DingTalk; issue 22): their secrets read from the variables their keys
+// name, a missing one named in the error (the channel answers 503, as for a provider's key).
 
 #include <cstdlib>
 
 #include <fmt/format.h>
 
 #include "troupe/actors/channel_service.hpp"
+#include "troupe/net/channel/dingtalk_adapter.hpp"
+#include "troupe/net/channel/feishu_adapter.hpp"
 #include "troupe/net/channel/wechat_mp_adapter.hpp"
 #include "troupe/net/channel/wecom_adapter.hpp"
 #include "troupe/net/channel/whatsapp_adapter.hpp"
@@ -121,6 +123,35 @@ channel_service::make_platform_adapter(const storage::channel_record& record,
         return fail(errc::unavailable, missing);
       }
       out = std::make_shared<net::channel::whatsapp_adapter>(std::move(o));
+      break;
+    }
+    case channel_type::feishu: {
+      net::channel::feishu_options o;
+      o.channel = record.name;
+      o.api_base = platform_api_base(record);
+      o.app_id = k.app_id;
+      o.app_secret = secret(k.app_secret_env, "app secret");
+      o.verification_token = secret(k.verification_token_env, "verification token");
+      if (!k.encrypt_key_env.empty()) {
+        o.encrypt_key = secret(k.encrypt_key_env, "encrypt key");
+      }
+      if (!missing.empty()) {
+        return fail(errc::unavailable, missing);
+      }
+      out = std::make_shared<net::channel::feishu_adapter>(std::move(o));
+      break;
+    }
+    case channel_type::dingtalk: {
+      net::channel::dingtalk_options o;
+      o.channel = record.name;
+      o.api_base = platform_api_base(record);
+      o.app_key = k.app_key;
+      o.robot_code = k.robot_code;
+      o.app_secret = secret(k.app_secret_env, "app secret");
+      if (!missing.empty()) {
+        return fail(errc::unavailable, missing);
+      }
+      out = std::make_shared<net::channel::dingtalk_adapter>(std::move(o));
       break;
     }
     default:

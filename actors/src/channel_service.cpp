@@ -278,7 +278,9 @@ channel_service::make_live(storage::channel_record record) {
     }
     case channel_type::wecom:
     case channel_type::wechat_mp:
-    case channel_type::whatsapp: {
+    case channel_type::whatsapp:
+    case channel_type::feishu:
+    case channel_type::dingtalk: {
       auto adapter = make_platform_adapter(record, token);
       if (!adapter) {
         return tl::unexpected(adapter.error());

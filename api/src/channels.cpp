@@ -43,7 +43,7 @@ void write_channel(json_writer& w, const channel_view& v) {
   w.key("bot_token_env").value(c.bot_token_env);
   w.key("signing_secret_env").value(c.signing_secret_env);
   w.key("api_base").value(c.api_base);
-  // WeCom, WeChat and WhatsApp keys; WeCom's `agent_id` (its app's AgentId) shows as
+  // The platforms' keys; WeCom's `agent_id` (its app's AgentId) shows as
   // `wecom_agent_id`, since `agent_id` here is the troupe agent's.
   for (const auto& [field, member] : channel_platform_keys::fields) {
     if (!(c.platform.*member).empty()) {
@@ -180,7 +180,11 @@ void read_channel_fields(const state_ptr& state, json_body& body, storage::chann
              "app_secret_env",
              "phone_number_id",
              "access_token_env",
-             "verify_token_env"});
+             "verify_token_env",
+             "verification_token_env",
+             "encrypt_key_env",
+             "app_key",
+             "robot_code"});
   if (creating) {
     if (auto v = body.text("name", true, 64)) {
       r.name = *v;
@@ -190,7 +194,9 @@ void read_channel_fields(const state_ptr& state, json_body& body, storage::chann
   }
   if (auto v = body.text("type", creating, 32)) {
     if (!parse_channel_type(*v)) {
-      body.invalid("type", "must be telegram, slack, webhook, wecom, wechat_mp or whatsapp");
+      body.invalid(
+          "type",
+          "must be telegram, slack, webhook, wecom, wechat_mp, whatsapp, feishu or dingtalk");
     }
     r.kind = *v;
   }

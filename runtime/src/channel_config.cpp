@@ -36,20 +36,25 @@ std::string_view to_string(channel_type t) noexcept {
       return "wechat_mp";
     case channel_type::whatsapp:
       return "whatsapp";
+    case channel_type::feishu:
+      return "feishu";
+    case channel_type::dingtalk:
+      return "dingtalk";
   }
   return "webhook";
 }
 
 expected<channel_type> parse_channel_type(std::string_view name) {
   for (auto t : {channel_type::telegram, channel_type::slack, channel_type::webhook,
-                 channel_type::wecom, channel_type::wechat_mp, channel_type::whatsapp}) {
+                 channel_type::wecom, channel_type::wechat_mp, channel_type::whatsapp,
+                 channel_type::feishu, channel_type::dingtalk}) {
     if (to_string(t) == name) {
       return t;
     }
   }
   return fail(errc::invalid_argument,
               fmt::format("'{}' is not a channel type (telegram, slack, webhook, wecom, "
-                          "wechat_mp, whatsapp)",
+                          "wechat_mp, whatsapp, feishu, dingtalk)",
                           name));
 }
 
@@ -120,6 +125,10 @@ std::string channel_settings::effective_api_base() const {
       return "https://api.weixin.qq.com";
     case channel_type::whatsapp:
       return "https://graph.facebook.com/v21.0";
+    case channel_type::feishu:
+      return "https://open.feishu.cn/open-apis";
+    case channel_type::dingtalk:
+      return "https://api.dingtalk.com";
   }
   return {};
 }
@@ -173,7 +182,7 @@ expected<void> validate_channel(const channel_settings& ch, const key_env_policy
       }
     }
   }
-  // What each of WeCom, WeChat and WhatsApp needs, named when missing.
+  // What each platform with several keys needs, named when missing.
   const auto need = [&](std::initializer_list<std::pair<std::string_view, const std::string*>> keys)
       -> expected<void> {
     std::string missing;
@@ -222,12 +231,25 @@ expected<void> validate_channel(const channel_settings& ch, const key_env_policy
         return ok;
       }
       break;
+    case channel_type::feishu:
+      if (auto ok = need({{"app_id", &k.app_id},
+                          {"app_secret_env", &k.app_secret_env},
+                          {"verification_token_env", &k.verification_token_env}});
+          !ok) {
+        return ok;
+      }
+      break;
     case channel_type::whatsapp:
       if (auto ok = need({{"phone_number_id", &k.phone_number_id},
                           {"access_token_env", &k.access_token_env},
                           {"app_secret_env", &k.app_secret_env},
                           {"verify_token_env", &k.verify_token_env}});
           !ok) {
+        return ok;
+      }
+      break;
+    case channel_type::dingtalk:
+      if (auto ok = need({{"app_key", &k.app_key}, {"app_secret_env", &k.app_secret_env}}); !ok) {
         return ok;
       }
       break;

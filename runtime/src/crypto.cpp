@@ -117,23 +117,30 @@ struct cipher_deleter {
   }
 };
 
-/// AES-256-CBC one way or the other (`encrypt` 1 or 0), padding off.
+/// One AES-256-CBC pass, `encrypt` or decrypt, with PKCS#7 padding (`pkcs7`) or none (the
+/// input then whole 16-byte blocks: WeChat pads on its own, to 32 bytes).
 expected<std::string> aes_256_cbc(std::string_view key, std::string_view iv, std::string_view bytes,
-                                  int encrypt) {
+                                  bool encrypt, bool pkcs7) {
   constexpr std::size_t block = 16;
   if (key.size() != 32 || iv.size() != block) {
     return fail(errc::invalid_argument, "AES-256-CBC needs a 32-byte key and a 16-byte iv");
   }
-  if (bytes.size() % block != 0 || bytes.size() > max_piece) {
+  if ((!encrypt || !pkcs7) && (bytes.size() % block != 0 || (pkcs7 && bytes.empty()))) {
     return fail(
         errc::invalid_argument,
         fmt::format("AES-256-CBC input of {} bytes is not whole 16-byte blocks", bytes.size()));
   }
+  if (bytes.size() > max_piece) {
+    return fail(errc::invalid_argument, "too many bytes for one AES call");
+  }
   std::unique_ptr<EVP_CIPHER_CTX, cipher_deleter> ctx(EVP_CIPHER_CTX_new());
+  if (!ctx) {
+    crypto_failure("EVP_CIPHER_CTX_new");
+  }
   const auto* k = reinterpret_cast<const unsigned char*>(key.data());
   const auto* v = reinterpret_cast<const unsigned char*>(iv.data());
-  if (!ctx || EVP_CipherInit_ex(ctx.get(), EVP_aes_256_cbc(), nullptr, k, v, encrypt) != 1 ||
-      EVP_CIPHER_CTX_set_padding(ctx.get(), 0) != 1) {
+  if (EVP_CipherInit_ex(ctx.get(), EVP_aes_256_cbc(), nullptr, k, v, encrypt ? 1 : 0) != 1 ||
+      EVP_CIPHER_CTX_set_padding(ctx.get(), pkcs7 ? 1 : 0) != 1) {
     return fail(errc::internal, "AES-256-CBC setup failed: " + openssl_reason());
   }
   std::string out(bytes.size() + block, '\0');
@@ -143,7 +150,10 @@ expected<std::string> aes_256_cbc(std::string_view key, std::string_view iv, std
   if (EVP_CipherUpdate(ctx.get(), o, &written, reinterpret_cast<const unsigned char*>(bytes.data()),
                        static_cast<int>(bytes.size())) != 1 ||
       EVP_CipherFinal_ex(ctx.get(), o + written, &last) != 1) {
-    return fail(errc::invalid_argument, "AES-256-CBC failed: " + openssl_reason());
+    ERR_clear_error();
+    return fail(errc::invalid_argument, encrypt ? "AES-256-CBC encryption failed"
+                                        : pkcs7 ? "AES-256-CBC: bad padding (a wrong key?)"
+                                                : "AES-256-CBC decryption failed");
   }
   out.resize(static_cast<std::size_t>(written) + static_cast<std::size_t>(last));
   return out;
@@ -153,12 +163,22 @@ expected<std::string> aes_256_cbc(std::string_view key, std::string_view iv, std
 
 expected<std::string> aes_256_cbc_encrypt(std::string_view key, std::string_view iv,
                                           std::string_view bytes) {
-  return aes_256_cbc(key, iv, bytes, 1);
+  return aes_256_cbc(key, iv, bytes, true, false);
 }
 
 expected<std::string> aes_256_cbc_decrypt(std::string_view key, std::string_view iv,
                                           std::string_view bytes) {
-  return aes_256_cbc(key, iv, bytes, 0);
+  return aes_256_cbc(key, iv, bytes, false, false);
+}
+
+expected<std::string> aes_256_cbc_pkcs7_decrypt(std::string_view key, std::string_view iv,
+                                                std::string_view data) {
+  return aes_256_cbc(key, iv, data, false, true);
+}
+
+expected<std::string> aes_256_cbc_pkcs7_encrypt(std::string_view key, std::string_view iv,
+                                                std::string_view data) {
+  return aes_256_cbc(key, iv, data, true, true);
 }
 
 std::string to_hex(std::string_view bytes) {

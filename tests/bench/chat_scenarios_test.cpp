@@ -151,14 +151,18 @@ TEST_CASE("troupe bench idle measures memory per conversation, waiting run and s
   CHECK(report.at("steps").as_array().size() == 4);
 }
 
-TEST_CASE("troupe bench channel answers every webhook message once, in order per thread",
+TEST_CASE("troupe bench channel answers every message once, in order per thread, on every "
+          "platform it drives",
           "[bench][cli][integration]") {
+  // The generic webhook (the default), and Feishu and DingTalk against their fakes.
+  const std::string type = GENERATE(as<std::string>{}, "", "feishu", "dingtalk");
+  INFO("--channel-type " << type);
   troupe::test::temp_dir dir;
   const auto out = dir.path() / "channel.json";
   auto r = run_command(bench +
-                       "--scenario channel --conversations 50 --runs 3 --concurrency 8 --quiet "
-                       "--no-chart --out " +
-                       out.string() + " 2>&1");
+                       "--scenario channel --conversations 50 --runs 3 --concurrency 8 --quiet " +
+                       (type.empty() ? std::string() : "--channel-type " + type + " ") +
+                       "--no-chart --out " + out.string() + " 2>&1");
   INFO(r.output);
   REQUIRE(r.status == 0);
   const auto report = read_report(out);
@@ -172,5 +176,13 @@ TEST_CASE("troupe bench channel answers every webhook message once, in order per
   CHECK(metric(report, "messages_per_s") > 0);
   // A reply comes after the webhook's own answer: it includes a run and the outbox.
   CHECK(metric(report, "reply.p50_us") > metric(report, "delivery.p50_us"));
+  CHECK(report.at("targets").as_object().at("channel_type").as_string() ==
+        (type.empty() ? "webhook" : type));
   check_child_cleaned_up(report.at("targets").as_object().at("troupe").as_object());
+}
+
+TEST_CASE("troupe bench refuses a channel type it does not drive", "[bench][cli]") {
+  auto r = run_command(bench + "--scenario channel --channel-type carrier-pigeon --quiet 2>&1");
+  CHECK(r.status != 0);
+  CHECK_THAT(r.output, Catch::Contains("webhook, feishu, dingtalk"));
 }

@@ -282,3 +282,68 @@ verify_token_env = "TROUPE_KEY_C"
 )"),
              Catch::Contains("access_token_env"));
 }
+
+TEST_CASE("feishu and dingtalk channels read their keys and name the missing ones",
+          "[runtime][settings][channels]") {
+  auto s = load(R"(
+[[channels]]
+name = "lark"
+type = "feishu"
+agent = "assistant"
+app_id = "cli_a1"
+app_secret_env = "TROUPE_KEY_FEISHU_SECRET"
+verification_token_env = "TROUPE_KEY_FEISHU_VERIFY"
+encrypt_key_env = "TROUPE_KEY_FEISHU_ENCRYPT"
+
+[[channels]]
+name = "ding"
+type = "dingtalk"
+agent = "assistant"
+app_key = "dingk"
+app_secret_env = "TROUPE_KEY_DINGTALK_SECRET"
+robot_code = "dingrobot"
+)");
+  REQUIRE(s);
+  REQUIRE(s->channels.size() == 2);
+  const auto& lark = s->channels[0];
+  CHECK(lark.type == channel_type::feishu);
+  CHECK(lark.platform.app_id == "cli_a1");
+  CHECK(lark.platform.verification_token_env == "TROUPE_KEY_FEISHU_VERIFY");
+  CHECK(lark.platform.encrypt_key_env == "TROUPE_KEY_FEISHU_ENCRYPT");
+  CHECK(lark.effective_api_base() == "https://open.feishu.cn/open-apis");
+  const auto& ding = s->channels[1];
+  CHECK(ding.type == channel_type::dingtalk);
+  CHECK(ding.platform.app_key == "dingk");
+  CHECK(ding.platform.robot_code == "dingrobot");
+  CHECK(ding.effective_api_base() == "https://api.dingtalk.com");
+  // The keys survive the database column's JSON.
+  CHECK(decode_platform_keys(encode_platform_keys(lark.platform)).value() == lark.platform);
+  CHECK(decode_platform_keys(encode_platform_keys(ding.platform)).value() == ding.platform);
+
+  CHECK_THAT(error_of(R"(
+[[channels]]
+name = "lark"
+type = "feishu"
+agent = "assistant"
+app_id = "cli_a1"
+app_secret_env = "TROUPE_KEY_FEISHU_SECRET"
+)"),
+             Catch::Contains("a feishu channel needs verification_token_env"));
+  CHECK_THAT(error_of(R"(
+[[channels]]
+name = "ding"
+type = "dingtalk"
+agent = "assistant"
+app_secret_env = "TROUPE_KEY_DINGTALK_SECRET"
+)"),
+             Catch::Contains("a dingtalk channel needs app_key"));
+  CHECK_THAT(error_of(R"(
+[[channels]]
+name = "ding"
+type = "dingtalk"
+agent = "assistant"
+app_key = "dingk"
+app_secret_env = "HOME"
+)"),
+             Catch::Contains("app_secret_env"));
+}

@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include "channel_drivers/channel_driver.hpp"
 #include "scenario_support.hpp"
 #include "troupe/bench/load_generator.hpp"
 #include "troupe/bench/loopback.hpp"
@@ -665,6 +666,17 @@ expected<void> validate(const scenario_options& o) {
                   fmt::format("--troupe-set '{}': expected KEY=VALUE (a dotted config key and a "
                               "TOML value)",
                               kv));
+    }
+  }
+  if (!o.channel_type.empty()) {
+    const auto& types = detail::channel_driver_types();
+    if (o.scenario != "channel") {
+      return fail(errc::invalid_argument, "--channel-type is for the channel scenario");
+    }
+    if (std::find(types.begin(), types.end(), o.channel_type) == types.end()) {
+      return fail(errc::invalid_argument,
+                  fmt::format("--channel-type '{}' is not one the bench drives ({})",
+                              o.channel_type, fmt::join(types, ", ")));
     }
   }
   if (!o.troupe_url.empty() && o.troupe_token.empty()) {

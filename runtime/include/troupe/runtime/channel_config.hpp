@@ -7,7 +7,7 @@
 ///     [[channels]]
 ///     name = "support-tg"              # unique; appears in routes and identities
 ///     type = "telegram"                # telegram | slack | webhook | wecom | wechat_mp |
-///                                      # whatsapp
+///                                      # whatsapp | feishu | dingtalk
 ///     agent = "assistant"
 ///     mode = "poll"                    # telegram only: poll (getUpdates) | webhook
 ///     token_env = "TROUPE_KEY_TG"      # or token = "…"; Slack: bot_token_env +
@@ -39,6 +39,15 @@
 ///     type = "whatsapp"
 ///     phone_number_id = "…"  access_token_env = "…"  app_secret_env = "…"
 ///     verify_token_env = "…"
+///     [[channels]]                     # Feishu / Lark (event subscription v2)
+///     type = "feishu"
+///     app_id = "cli_…"  app_secret_env = "…"  verification_token_env = "…"
+///     encrypt_key_env = "…"            # optional: plain, unsigned bodies without it
+///
+///     [[channels]]                     # DingTalk robot (HTTP callback mode)
+///     type = "dingtalk"
+///     app_key = "ding…"  app_secret_env = "…"
+///     robot_code = "ding…"             # optional: the app_key
 ///
 /// Secrets (`token`, the values behind `*_env`) are write-only: never logged, printed or
 /// returned by the API.
@@ -55,7 +64,7 @@
 namespace troupe {
 
 /// Which platform a channel speaks.
-enum class channel_type { telegram, slack, webhook, wecom, wechat_mp, whatsapp };
+enum class channel_type { telegram, slack, webhook, wecom, wechat_mp, whatsapp, feishu, dingtalk };
 
 std::string_view to_string(channel_type t) noexcept;
 expected<channel_type> parse_channel_type(std::string_view name);
@@ -89,8 +98,8 @@ std::string channel_owner_identity(session_scope scope, std::string_view channel
                                    std::string_view thread_key, std::string_view sender);
 
 /// The keys of the platforms that name their app by ids and hold several secrets
-/// (WeCom, WeChat Official Accounts, WhatsApp): ids as they are, secrets by the variable
-/// holding them (`*_env`, under the provider-key rule). Empty: not set.
+/// (WeCom, WeChat Official Accounts, WhatsApp, Feishu, DingTalk): ids as they are, secrets
+/// by the variable holding them (`*_env`, under the provider-key rule). Empty: not set.
 struct channel_platform_keys {
   /// WeCom: the corp id (the receive id of its encrypted messages).
   std::string corp_id;
@@ -100,9 +109,10 @@ struct channel_platform_keys {
   std::string secret_env;
   /// WeCom and WeChat: the callback's EncodingAESKey (43 characters).
   std::string aes_key_env;
-  /// WeChat Official Account: its AppID.
+  /// WeChat Official Account: its AppID; Feishu: the app's App ID (cli_…).
   std::string app_id;
-  /// WeChat: the AppSecret; WhatsApp: the Meta app secret (X-Hub-Signature-256).
+  /// WeChat: the AppSecret; WhatsApp: the Meta app secret (X-Hub-Signature-256); Feishu
+  /// and DingTalk: the app's secret (token requests; DingTalk's callback signature).
   std::string app_secret_env;
   /// WhatsApp: the business phone number's id.
   std::string phone_number_id;
@@ -110,10 +120,18 @@ struct channel_platform_keys {
   std::string access_token_env;
   /// WhatsApp: the verify token of the GET subscription check.
   std::string verify_token_env;
+  /// Feishu: the event subscription's Verification Token.
+  std::string verification_token_env;
+  /// Feishu: the event subscription's Encrypt Key (optional).
+  std::string encrypt_key_env;
+  /// DingTalk: the app's AppKey (Client ID).
+  std::string app_key;
+  /// DingTalk: the robot's code for the send API (optional: the app_key).
+  std::string robot_code;
 
   /// Every key's name and member, in a fixed order: the config, the API and the
   /// database read and write them through this table.
-  static constexpr std::array<std::pair<std::string_view, std::string channel_platform_keys::*>, 9>
+  static constexpr std::array<std::pair<std::string_view, std::string channel_platform_keys::*>, 13>
       fields{{{"corp_id", &channel_platform_keys::corp_id},
               {"agent_id", &channel_platform_keys::agent_id},
               {"secret_env", &channel_platform_keys::secret_env},
@@ -122,7 +140,11 @@ struct channel_platform_keys {
               {"app_secret_env", &channel_platform_keys::app_secret_env},
               {"phone_number_id", &channel_platform_keys::phone_number_id},
               {"access_token_env", &channel_platform_keys::access_token_env},
-              {"verify_token_env", &channel_platform_keys::verify_token_env}}};
+              {"verify_token_env", &channel_platform_keys::verify_token_env},
+              {"verification_token_env", &channel_platform_keys::verification_token_env},
+              {"encrypt_key_env", &channel_platform_keys::encrypt_key_env},
+              {"app_key", &channel_platform_keys::app_key},
+              {"robot_code", &channel_platform_keys::robot_code}}};
 
   friend bool operator==(const channel_platform_keys&, const channel_platform_keys&) = default;
 };
@@ -148,7 +170,8 @@ struct channel_settings {
   std::string bot_token_env;
   /// Slack: the variable holding the signing secret.
   std::string signing_secret_env;
-  /// WeCom, WeChat and WhatsApp keys (`token_env` is WeCom's and WeChat's callback Token).
+  /// The keys of WeCom, WeChat, WhatsApp, Feishu and DingTalk (`token_env` is WeCom's and
+  /// WeChat's callback Token).
   channel_platform_keys platform;
   /// The platform's API base URL; empty: the type's public default.
   std::string api_base;

@@ -2,8 +2,9 @@
 
 /// \file
 /// The little cryptography the API needs: SHA-256, HMAC-SHA256, SHA-1 (platform
-/// signatures that still use it: WeChat, WeCom), AES-256-CBC without padding (the
-/// platforms' encrypted callbacks, which pad on their own), random bytes, hex and a
+/// signatures that still use it: WeChat, WeCom), AES-256-CBC without padding (WeChat's
+/// and WeCom's encrypted callbacks, which pad on their own) and with PKCS#7 (Feishu's),
+/// random bytes, hex and a
 /// constant-time comparison. The primitives are OpenSSL's libcrypto (linked privately:
 /// no OpenSSL header is included here); this header only gives them troupe's types.
 
@@ -62,6 +63,14 @@ expected<std::string> aes_256_cbc_encrypt(std::string_view key, std::string_view
 /// The inverse of `aes_256_cbc_encrypt` (no padding removed).
 expected<std::string> aes_256_cbc_decrypt(std::string_view key, std::string_view iv,
                                           std::string_view bytes);
+/// AES-256-CBC with PKCS#7 padding (what Feishu's encrypted events use): `data` under the
+/// 32-byte `key` and 16-byte `iv`. Decrypting fails (`invalid_argument`) on a wrong key
+/// or iv size, a length that is not a whole number of blocks, or bad padding (a wrong
+/// key, or bytes that were not encrypted so).
+expected<std::string> aes_256_cbc_pkcs7_decrypt(std::string_view key, std::string_view iv,
+                                                std::string_view data);
+expected<std::string> aes_256_cbc_pkcs7_encrypt(std::string_view key, std::string_view iv,
+                                                std::string_view data);
 
 /// Lower-case hex of `bytes`.
 std::string to_hex(std::string_view bytes);

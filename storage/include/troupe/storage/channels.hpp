@@ -27,8 +27,7 @@ namespace troupe::storage {
 struct channel_record {
   row_id id = 0;
   std::string name;
-  /// telegram | slack | webhook | wecom | wechat_mp | whatsapp (the CHECK of migration
-  /// 14 also admits feishu and dingtalk).
+  /// telegram | slack | webhook | wecom | wechat_mp | whatsapp | feishu | dingtalk.
   std::string kind;
   row_id agent_id = 0;
   std::string mode = "poll";
@@ -38,7 +37,7 @@ struct channel_record {
   std::string bot_token_env;
   std::string signing_secret_env;
   std::string api_base;
-  /// WeCom, WeChat and WhatsApp keys (column `platform_keys`, JSON; migration 14).
+  /// The keys of the platforms with several (column `platform_keys`, JSON; migration 14).
   channel_platform_keys platform;
   /// thread | sender | thread_sender.
   std::string session_scope = "thread";

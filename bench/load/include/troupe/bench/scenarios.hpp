@@ -36,7 +36,8 @@
 ///   in each, then an SSE subscriber on each run: troupe's resident memory per
 ///   conversation, per waiting run and per subscriber, kernel socket memory separately.
 /// - `channel`: `conversations` threads (default 1,000) × `runs` messages (default 5) into
-///   a generic webhook channel, replies at a local callback receiver: messages/s and the
+///   a channel of `channel_type` (a generic webhook by default; feishu and dingtalk against
+///   their fake platforms), replies at the platform's side: messages/s and the
 ///   latency from delivery to reply, every reply checked (missing, twice, out of order).
 #include <chrono>
 #include <string>
@@ -90,6 +91,8 @@ struct scenario_options {
   unsigned runs = 0;
   /// idle: conversations (0: 1000); channel: threads (0: 1000).
   unsigned conversations = 0;
+  /// channel: the platform driven (webhook, feishu, dingtalk; empty: webhook).
+  std::string channel_type;
   /// agent: a directory of the peers' JSON results (bench/peers/results) to compare with.
   std::string peers_dir;
   /// agent: also write troupe's result per level in the peers' format here

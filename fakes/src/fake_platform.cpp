@@ -1,10 +1,11 @@
 #include "support/fake_platform.hpp"
 
+#include <exception>
+#include <optional>
 #include <stdexcept>
 
+#include <boost/asio/co_spawn.hpp>
 #include <boost/asio/post.hpp>
-
-#include "support/run_until_done.hpp"
 
 namespace troupe::test {
 
@@ -105,7 +106,28 @@ asio::awaitable<expected<net::http_client_response>> fetch(net::http_client& cli
 expected<net::http_client_response> blocking_fetch(net::http_client_request request) {
   asio::io_context io;
   net::http_client client(io.get_executor());
-  return run_until_done(io, fetch(client, std::move(request)));
+  std::optional<expected<net::http_client_response>> out;
+  std::exception_ptr failure;
+  bool done = false;
+  asio::co_spawn(io, fetch(client, std::move(request)),
+                 [&](std::exception_ptr e, expected<net::http_client_response> value) {
+                   failure = e;
+                   if (!e) {
+                     out.emplace(std::move(value));
+                   }
+                   done = true;
+                 });
+  // Runs until the fetch is done (curl's timers may leave other work pending).
+  while (!done) {
+    if (io.stopped()) {
+      io.restart();
+    }
+    io.run_one();
+  }
+  if (failure) {
+    std::rethrow_exception(failure);
+  }
+  return std::move(*out);
 }
 
 } // namespace troupe::test
