@@ -87,11 +87,11 @@ test: build npm-deps
 asan:
 	$(MAKE) test PRESET=asan
 
-## tsan: build the actors and integration suites (and the troupe binary their nodes run)
+## tsan: build the net, actors and integration suites (and the troupe binary their nodes run)
 ## with ThreadSanitizer (preset tsan) and run them; TSAN_OPTIONS and the suppressions
 ## (tests/tsan.supp) come from the test preset. The residue soak is left out: it measures
 ## RSS, which TSan's shadow memory makes meaningless.
-TSAN_TARGETS := troupe_actors_tests troupe_integration_tests troupe
+TSAN_TARGETS := troupe_net_tests troupe_actors_tests troupe_integration_tests troupe
 tsan: deps npm-deps
 	@[ -f build/tsan/CMakeCache.txt ] || cmake --preset tsan
 	cmake --build --preset tsan -j $(JOBS) --target $(TSAN_TARGETS)
