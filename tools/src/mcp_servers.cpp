@@ -148,6 +148,7 @@ void mcp_servers::stop(std::chrono::milliseconds grace) {
     log::warn("MCP servers: not every connection closed within {} ms", grace.count());
     // Transfers may still use the client: it is left to the process's end.
     (void)http_.release();
+    release_executor();
     return;
   }
   // The client belongs to the executor: it goes there.
@@ -161,6 +162,15 @@ void mcp_servers::stop(std::chrono::milliseconds grace) {
   if (gone.wait_for(grace) != std::future_status::ready) {
     log::warn("MCP servers: the HTTP client was not released within {} ms", grace.count());
   }
+  release_executor();
+}
+
+void mcp_servers::release_executor() {
+  // The executor is a strand of an io_context that may be destroyed before this object
+  // (a node's shards go before its last reference to the servers): once stopped, nothing
+  // here runs on it, so its reference goes now, while the io_context still exists.
+  const std::lock_guard lock(mutex_);
+  options_.executor = boost::asio::any_io_executor();
 }
 
 } // namespace troupe::tools

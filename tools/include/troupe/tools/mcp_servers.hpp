@@ -76,6 +76,9 @@ public:
   struct connection;
 
 private:
+  /// Drops this object's reference to the executor (the end of stop()).
+  void release_executor();
+
   mcp_servers_options options_;
   mutable std::mutex mutex_;
   std::vector<mcp_server_settings> settings_;
