@@ -396,10 +396,23 @@ asio::awaitable<bool> sleep_then_true(std::chrono::milliseconds d) {
   co_return true;
 }
 
-asio::awaitable<int> cancel_mid_stream(http_client& http, provider_config config) {
+/// True once the mock has started streaming an answer (polled every 5 ms), false after
+/// `limit`: the cancellation below must land mid-stream however slowly the request got
+/// there (a fixed 300 ms lost that race under ASan on a loaded machine).
+asio::awaitable<bool> until_stream_started(const mock_llm_fixture* mock,
+                                           std::chrono::milliseconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (mock->stats().streams_started == 0 && std::chrono::steady_clock::now() < deadline) {
+    co_await sleep_then_true(5ms);
+  }
+  co_return mock->stats().streams_started > 0;
+}
+
+asio::awaitable<int> cancel_mid_stream(http_client& http, provider_config config,
+                                       const mock_llm_fixture* mock) {
   using namespace asio::experimental::awaitable_operators;
   provider_client client(http, std::move(config));
-  auto winner = co_await (client.complete(ask("long")) || sleep_then_true(300ms));
+  auto winner = co_await (client.complete(ask("long")) || until_stream_started(mock, 30s));
   co_return static_cast<int>(winner.index());
 }
 
@@ -437,8 +450,8 @@ TEST_CASE("cancelling a stream mid-flight releases its connection",
   SECTION("by cancelling the awaiting coroutine") {
     auto config = config_for(mock, provider_type::openai_compatible,
                              {{"X-Mock-Token-Delay-Ms", "20"}, {"X-Mock-Tokens", "10000"}});
-    const int winner = run_until_done(io, cancel_mid_stream(http, config));
-    CHECK(winner == 1); // the timer won; the completion was cancelled
+    const int winner = run_until_done(io, cancel_mid_stream(http, config, &mock));
+    CHECK(winner == 1); // the stream started and the completion was cancelled mid-flight
   }
   SECTION("by dropping the stream") {
     const auto got =
