@@ -116,6 +116,9 @@ public:
     }
     auto answer = sender(port).send({id, "zhangsan", text, "1000002"}, how);
     REQUIRE(answer);
+    if (answer->status != 200) {
+      UNSCOPED_INFO("the delivery was answered " << answer->status << ": " << answer->body);
+    }
     if (answer->status == 200) {
       // WeCom: an empty body; WeChat: "success" (no passive reply).
       CHECK(answer->body == (flavor_ == wechat_flavor::wecom ? "" : "success"));
@@ -200,6 +203,9 @@ public:
         whatsapp_sender(route(port), "fake-app-secret", phone)
             .send(whatsapp_sender::text_message{"wamid." + id, "16315551234", text, {}}, how);
     REQUIRE(answer);
+    if (answer->status != 200) {
+      UNSCOPED_INFO("the delivery was answered " << answer->status << ": " << answer->body);
+    }
     return answer->status;
   }
   std::pair<unsigned, std::string> handshake(std::uint16_t port, bool forged) const override {
