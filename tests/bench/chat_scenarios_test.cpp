@@ -153,8 +153,11 @@ TEST_CASE("troupe bench idle measures memory per conversation, waiting run and s
   metric(report, "kib_per_waiting_run");
   metric(report, "kib_per_subscriber");
   metric(report, "kernel.tcp_kib_per_subscriber");
-  // Every subscriber is one more TCP connection (both ends on loopback).
-  CHECK(metric(report, "kernel.tcp_sockets_per_subscriber") >= 1.5);
+  // Every subscriber is one more connection troupe holds open. (The machine-wide
+  // kernel.tcp_sockets_per_subscriber is reported but not checked: other processes'
+  // connections move it, and CI runs tests side by side.)
+  metric(report, "kernel.tcp_sockets_per_subscriber");
+  CHECK(metric(report, "sockets_per_subscriber") >= 0.9);
   CHECK(report.at("steps").as_array().size() == 4);
 }
 

@@ -964,6 +964,8 @@ struct memory_point {
   std::string phase;
   std::size_t count = 0;
   std::uint64_t rss_kib = 0;
+  /// Sockets troupe itself holds open.
+  std::uint64_t process_sockets = 0;
   socket_stats sockets;
 };
 
@@ -978,6 +980,11 @@ expected<memory_point> measure_point(pid_t pid, std::string phase, std::size_t c
     return tl::unexpected(m.error());
   }
   p.rss_kib = m->rss_kib;
+  auto own = count_process_sockets(pid);
+  if (!own) {
+    return tl::unexpected(own.error());
+  }
+  p.process_sockets = *own;
   if (auto s = read_socket_stats(); s) {
     p.sockets = *s;
   }
@@ -1139,6 +1146,9 @@ expected<void> run_idle(const scenario_options& o, bench_report& report) {
   report.add("kib_per_conversation_with_subscriber", per(0, 3));
   report.add("kernel.tcp_kib_per_subscriber", sock_per(2, 3));
   report.add("kernel.tcp_kib_per_waiting_run", sock_per(1, 2));
+  report.add("sockets_per_subscriber", (static_cast<double>(points[3].process_sockets) -
+                                        static_cast<double>(points[2].process_sockets)) /
+                                           static_cast<double>(n));
   report.add("kernel.tcp_sockets_per_subscriber",
              (static_cast<double>(points[3].sockets.tcp_inuse) -
               static_cast<double>(points[2].sockets.tcp_inuse)) /
@@ -1151,6 +1161,7 @@ expected<void> run_idle(const scenario_options& o, bench_report& report) {
     row["phase"] = p.phase;
     row["count"] = p.count;
     row["rss_kib"] = p.rss_kib;
+    row["process_sockets"] = p.process_sockets;
     row["tcp_inuse"] = p.sockets.tcp_inuse;
     row["tcp_mem_kib"] = p.sockets.tcp_mem_kib();
     row["sockets_used"] = p.sockets.sockets_used;
@@ -1168,7 +1179,8 @@ expected<void> run_idle(const scenario_options& o, bench_report& report) {
       "it, except that troupe keeps a run open to have something to follow");
   report.notes.push_back(
       "kernel.* = change of TCP buffer memory (/proc/net/sockstat, whole machine: both ends of "
-      "every loopback connection, the bench's included) per item; not part of any RSS");
+      "every loopback connection, the bench's included) per item; not part of any RSS. "
+      "sockets_per_subscriber = change of the sockets troupe itself holds open, per subscriber");
   return {};
 }
 

@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <filesystem>
 #include <fstream>
 #include <sstream>
 #include <string>
@@ -107,6 +108,24 @@ expected<socket_stats> read_socket_stats() {
     }
   }
   return s;
+}
+
+expected<std::uint64_t> count_process_sockets(pid_t pid) {
+  std::error_code ec;
+  std::filesystem::directory_iterator it(fmt::format("/proc/{}/fd", pid), ec);
+  if (ec) {
+    return fail(errc::not_found,
+                fmt::format("cannot list the open files of process {}: {}", pid, ec.message()));
+  }
+  std::uint64_t sockets = 0;
+  for (const auto& entry : it) {
+    // A descriptor closed between listing and reading is simply not counted.
+    const auto target = std::filesystem::read_symlink(entry.path(), ec);
+    if (!ec && target.native().starts_with("socket:")) {
+      ++sockets;
+    }
+  }
+  return sockets;
 }
 
 memory_sampler::memory_sampler(pid_t pid, std::chrono::milliseconds interval) {

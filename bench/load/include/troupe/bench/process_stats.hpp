@@ -51,6 +51,10 @@ struct socket_stats {
 
 expected<socket_stats> read_socket_stats();
 
+/// Sockets the process holds open (its /proc/<pid>/fd entries that are sockets). Unlike
+/// the machine-wide counters above, other processes' connections do not move it.
+expected<std::uint64_t> count_process_sockets(pid_t pid);
+
 /// Samples a process's VmRSS on its own thread every `interval` and keeps the largest
 /// value seen (VmHWM is the kernel's exact peak; the sampler is a cross-check that works
 /// where clear_refs is refused).
