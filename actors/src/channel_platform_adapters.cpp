@@ -25,6 +25,19 @@ std::string platform_api_base(const storage::channel_record& r) {
   return s.effective_api_base();
 }
 
+using adapter_ptr = std::shared_ptr<net::channel::channel_adapter>;
+
+template <class Adapter> expected<adapter_ptr> as_adapter(std::shared_ptr<Adapter> made) {
+  return adapter_ptr(std::move(made));
+}
+
+template <class Adapter> expected<adapter_ptr> as_adapter(expected<std::shared_ptr<Adapter>> made) {
+  if (!made) {
+    return tl::unexpected(made.error());
+  }
+  return adapter_ptr(std::move(*made));
+}
+
 } // namespace
 
 expected<std::shared_ptr<net::channel::channel_adapter>>
@@ -50,7 +63,13 @@ channel_service::make_platform_adapter(const storage::channel_record& record,
                             record.token_env.empty() ? "token_env" : record.token_env);
     }
   };
-  std::shared_ptr<net::channel::channel_adapter> out;
+  // The adapter `make` builds, unless a secret or the callback token was missing.
+  const auto unless_missing = [&missing](auto make) -> expected<adapter_ptr> {
+    if (!missing.empty()) {
+      return fail(errc::unavailable, missing);
+    }
+    return as_adapter(make());
+  };
   switch (parse_channel_type(record.kind).value_or(channel_type::webhook)) {
     case channel_type::wecom: {
       net::channel::wecom_options o;
@@ -62,15 +81,7 @@ channel_service::make_platform_adapter(const storage::channel_record& record,
       o.token = callback_token;
       need_token();
       o.api_base = platform_api_base(record);
-      if (!missing.empty()) {
-        return fail(errc::unavailable, missing);
-      }
-      auto made = net::channel::wecom_adapter::make(std::move(o));
-      if (!made) {
-        return tl::unexpected(made.error());
-      }
-      out = std::move(*made);
-      break;
+      return unless_missing([&] { return net::channel::wecom_adapter::make(std::move(o)); });
     }
     case channel_type::wechat_mp: {
       net::channel::wechat_mp_options o;
@@ -83,15 +94,7 @@ channel_service::make_platform_adapter(const storage::channel_record& record,
       o.token = callback_token;
       need_token();
       o.api_base = platform_api_base(record);
-      if (!missing.empty()) {
-        return fail(errc::unavailable, missing);
-      }
-      auto made = net::channel::wechat_mp_adapter::make(std::move(o));
-      if (!made) {
-        return tl::unexpected(made.error());
-      }
-      out = std::move(*made);
-      break;
+      return unless_missing([&] { return net::channel::wechat_mp_adapter::make(std::move(o)); });
     }
     case channel_type::whatsapp: {
       net::channel::whatsapp_options o;
@@ -119,11 +122,8 @@ channel_service::make_platform_adapter(const storage::channel_record& record,
                               k.access_token_env);
       }
       o.api_base = platform_api_base(record);
-      if (!missing.empty()) {
-        return fail(errc::unavailable, missing);
-      }
-      out = std::make_shared<net::channel::whatsapp_adapter>(std::move(o));
-      break;
+      return unless_missing(
+          [&] { return std::make_shared<net::channel::whatsapp_adapter>(std::move(o)); });
     }
     case channel_type::feishu: {
       net::channel::feishu_options o;
@@ -135,11 +135,8 @@ channel_service::make_platform_adapter(const storage::channel_record& record,
       if (!k.encrypt_key_env.empty()) {
         o.encrypt_key = secret(k.encrypt_key_env, "encrypt key");
       }
-      if (!missing.empty()) {
-        return fail(errc::unavailable, missing);
-      }
-      out = std::make_shared<net::channel::feishu_adapter>(std::move(o));
-      break;
+      return unless_missing(
+          [&] { return std::make_shared<net::channel::feishu_adapter>(std::move(o)); });
     }
     case channel_type::dingtalk: {
       net::channel::dingtalk_options o;
@@ -148,16 +145,13 @@ channel_service::make_platform_adapter(const storage::channel_record& record,
       o.app_key = k.app_key;
       o.robot_code = k.robot_code;
       o.app_secret = secret(k.app_secret_env, "app secret");
-      if (!missing.empty()) {
-        return fail(errc::unavailable, missing);
-      }
-      out = std::make_shared<net::channel::dingtalk_adapter>(std::move(o));
-      break;
+      return unless_missing(
+          [&] { return std::make_shared<net::channel::dingtalk_adapter>(std::move(o)); });
     }
     default:
-      return fail(errc::internal, "not a platform adapter type");
+      break;
   }
-  return out;
+  return fail(errc::internal, "not a platform adapter type");
 }
 
 } // namespace troupe::actors

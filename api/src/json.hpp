@@ -120,6 +120,17 @@ net::http_response page_answer(const std::vector<Record>& rows, std::int64_t tot
   return net::http_response::json(200, std::move(w).str());
 }
 
+/// The page `p` of `all` (every row, in order) as page_answer writes it.
+template <class Record, class Write>
+net::http_response page_of_all(const std::vector<Record>& all, storage::page p, Write write_one) {
+  const auto total = static_cast<std::int64_t>(all.size());
+  std::vector<Record> window;
+  for (auto i = p.offset; i < total && i < p.offset + p.limit; ++i) {
+    window.push_back(all[static_cast<std::size_t>(i)]);
+  }
+  return page_answer(window, total, p, write_one);
+}
+
 /// One record as the JSON answer, with `status`.
 template <class Record, class Write>
 net::http_response one_answer(unsigned status, const Record& r, Write write_one) {

@@ -46,12 +46,7 @@ asio::awaitable<http_response> list_engines(state_ptr state, request_context& ct
   if (!rows) {
     co_return error_response(rows.error());
   }
-  const auto total = static_cast<std::int64_t>(rows->size());
-  std::vector<search_engine_settings> window;
-  for (auto i = p.offset; i < total && i < p.offset + p.limit; ++i) {
-    window.push_back((*rows)[static_cast<std::size_t>(i)]);
-  }
-  co_return page_answer(window, total, p, write_engine);
+  co_return page_of_all(*rows, p, write_engine);
 }
 
 expected<search_engine_settings> find(const state_ptr& state, const std::string& name) {

@@ -61,12 +61,7 @@ asio::awaitable<http_response> list_tools(state_ptr state, request_context& ctx)
   if (!rows) {
     co_return error_response(rows.error());
   }
-  const auto total = static_cast<std::int64_t>(rows->size());
-  std::vector<custom_tool_settings> window;
-  for (auto i = p.offset; i < total && i < p.offset + p.limit; ++i) {
-    window.push_back((*rows)[static_cast<std::size_t>(i)]);
-  }
-  co_return page_answer(window, total, p, write_tool);
+  co_return page_of_all(*rows, p, write_tool);
 }
 
 asio::awaitable<http_response> get_tool(state_ptr state, request_context& ctx) {

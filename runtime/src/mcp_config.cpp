@@ -37,36 +37,6 @@ bool valid_header_name(std::string_view name) {
   });
 }
 
-std::string toml_quoted(std::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20) {
-          out += fmt::format("\\u{:04X}", static_cast<unsigned>(c));
-        } else {
-          out.push_back(c);
-        }
-    }
-  }
-  return out + "\"";
-}
-
 void write_map(json_writer& w, const std::map<std::string, std::string>& values, bool redact) {
   w.begin_object();
   for (const auto& [k, v] : values) {
@@ -320,13 +290,7 @@ expected<std::vector<mcp_server_settings>> parse_mcp_servers_json(std::string_vi
 
 std::string mcp_servers_toml(const std::vector<mcp_server_settings>& servers) {
   std::string out;
-  const auto list = [](const std::vector<std::string>& items) {
-    std::string text = "[";
-    for (std::size_t k = 0; k < items.size(); ++k) {
-      text += (k > 0 ? ", " : "") + toml_quoted(items[k]);
-    }
-    return text + "]";
-  };
+  const auto list = detail::toml_string_list;
   const auto names = [](const std::map<std::string, std::string>& values) {
     std::vector<std::string> keys;
     for (const auto& [k, v] : values) {
@@ -335,21 +299,21 @@ std::string mcp_servers_toml(const std::vector<mcp_server_settings>& servers) {
     return keys;
   };
   for (const auto& s : servers) {
-    out += fmt::format("\n[[mcp_servers]]\nname = {}\n", toml_quoted(s.name));
+    out += fmt::format("\n[[mcp_servers]]\nname = {}\n", detail::toml_string(s.name));
     if (s.url.empty()) {
-      out += fmt::format("command = {}\nargs = {}\n", toml_quoted(s.command), list(s.args));
+      out += fmt::format("command = {}\nargs = {}\n", detail::toml_string(s.command), list(s.args));
       if (!s.env.empty()) {
         out += fmt::format("# env is set (not printed): {}\n", fmt::join(names(s.env), ", "));
       }
     } else {
-      out += fmt::format("url = {}\n", toml_quoted(s.url));
+      out += fmt::format("url = {}\n", detail::toml_string(s.url));
       if (!s.headers.empty()) {
         out +=
             fmt::format("# headers are set (not printed): {}\n", fmt::join(names(s.headers), ", "));
       }
     }
     out += fmt::format("agents = {}\nelicitation = {}\ntimeout_s = {}\nenabled = {}\n",
-                       list(s.agents), toml_quoted(s.elicitation), s.timeout_s, s.enabled);
+                       list(s.agents), detail::toml_string(s.elicitation), s.timeout_s, s.enabled);
   }
   return out;
 }

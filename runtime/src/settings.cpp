@@ -25,6 +25,7 @@ namespace {
 
 using detail::first_failure;
 using detail::toml_entry;
+using detail::toml_string;
 
 template <class Int> expected<Int> parse_integer(std::string_view text, Int min, Int max) {
   Int value{};
@@ -97,38 +98,6 @@ setting_spec make_spec(std::string_view key, std::string_view help, setting_spec
   return setting_spec{key, help, std::move(set), std::move(get)};
 }
 
-// A TOML basic string: quotes, backslashes and control characters escaped.
-std::string toml_string(std::string_view text) {
-  std::string out = "\"";
-  for (const char c : text) {
-    switch (c) {
-      case '"':
-        out += "\\\"";
-        break;
-      case '\\':
-        out += "\\\\";
-        break;
-      case '\n':
-        out += "\\n";
-        break;
-      case '\r':
-        out += "\\r";
-        break;
-      case '\t':
-        out += "\\t";
-        break;
-      default:
-        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
-          out += fmt::format("\\u{:04X}", static_cast<unsigned>(static_cast<unsigned char>(c)));
-        } else {
-          out.push_back(c);
-        }
-    }
-  }
-  out.push_back('"');
-  return out;
-}
-
 template <class Int, class Member>
 setting_spec integer_spec(std::string_view key, std::string_view help, Member member, Int min,
                           Int max) {
@@ -137,6 +106,26 @@ setting_spec integer_spec(std::string_view key, std::string_view help, Member me
             auto v = parse_integer<Int>(text, min, max);
             if (!v) {
               return tl::unexpected(v.error());
+            }
+            std::invoke(member, s) = *v;
+            return {};
+          },
+          [member](const settings& s) {
+            return fmt::format("{}", std::invoke(member, const_cast<settings&>(s)));
+          }};
+}
+
+// A rate (parse_rate) of at least `min`.
+template <class Member>
+setting_spec rate_spec(std::string_view key, std::string_view help, Member member, double min) {
+  return {key, help,
+          [member, min](settings& s, std::string_view text) -> expected<void> {
+            auto v = parse_rate(text);
+            if (!v) {
+              return tl::unexpected(v.error());
+            }
+            if (*v < min) {
+              return fail(errc::invalid_argument, fmt::format("must be at least {}", min));
             }
             std::invoke(member, s) = *v;
             return {};
@@ -344,61 +333,21 @@ const std::vector<setting_spec>& specs() {
         "storage.checkpoint_frames",
         "WAL frames beyond which a checkpoint runs (on its own thread, not in a commit)",
         [](settings& s) -> unsigned& { return s.storage.checkpoint_frames; }, 1u, 1'000'000u));
-    t.push_back(make_spec(
+    t.push_back(rate_spec(
         "api.rate_per_second", "requests per second each token may make on average",
-        [](settings& s, std::string_view text) -> expected<void> {
-          auto v = parse_rate(text);
-          if (!v) {
-            return tl::unexpected(v.error());
-          }
-          s.api.rate_per_second = *v;
-          return {};
-        },
-        [](const settings& s) { return fmt::format("{}", s.api.rate_per_second); }));
-    t.push_back(make_spec(
+        [](settings& s) -> double& { return s.api.rate_per_second; }, 0.0));
+    t.push_back(rate_spec(
         "api.rate_burst", "requests a token may make at once before the rate applies",
-        [](settings& s, std::string_view text) -> expected<void> {
-          auto v = parse_rate(text);
-          if (!v) {
-            return tl::unexpected(v.error());
-          }
-          if (*v < 1.0) {
-            return fail(errc::invalid_argument, "must be at least 1");
-          }
-          s.api.rate_burst = *v;
-          return {};
-        },
-        [](const settings& s) { return fmt::format("{}", s.api.rate_burst); }));
-    t.push_back(make_spec(
+        [](settings& s) -> double& { return s.api.rate_burst; }, 1.0));
+    t.push_back(rate_spec(
         "api.unauthenticated_rate_per_second",
         "requests without a valid token (and token mints) per second one client address may "
         "make on average; past it 429",
-        [](settings& s, std::string_view text) -> expected<void> {
-          auto v = parse_rate(text);
-          if (!v) {
-            return tl::unexpected(v.error());
-          }
-          s.api.unauthenticated_rate_per_second = *v;
-          return {};
-        },
-        [](const settings& s) {
-          return fmt::format("{}", s.api.unauthenticated_rate_per_second);
-        }));
-    t.push_back(make_spec(
+        [](settings& s) -> double& { return s.api.unauthenticated_rate_per_second; }, 0.0));
+    t.push_back(rate_spec(
         "api.unauthenticated_rate_burst",
         "requests without a valid token one client address may make at once",
-        [](settings& s, std::string_view text) -> expected<void> {
-          auto v = parse_rate(text);
-          if (!v) {
-            return tl::unexpected(v.error());
-          }
-          if (*v < 1.0) {
-            return fail(errc::invalid_argument, "must be at least 1");
-          }
-          s.api.unauthenticated_rate_burst = *v;
-          return {};
-        },
-        [](const settings& s) { return fmt::format("{}", s.api.unauthenticated_rate_burst); }));
+        [](settings& s) -> double& { return s.api.unauthenticated_rate_burst; }, 1.0));
     t.push_back(integer_spec<std::size_t>(
         "api.unauthenticated_max_addresses",
         "client addresses the unauthenticated limit tracks; past it the least recent is "
@@ -947,13 +896,7 @@ std::string to_toml(const settings& s) {
     out += fmt::format("{} = {}\n", dot == std::string_view::npos ? key : key.substr(dot + 1),
                        spec.get(s));
   }
-  const auto list = [](const std::vector<std::string>& items) {
-    std::string text = "[";
-    for (std::size_t k = 0; k < items.size(); ++k) {
-      text += (k > 0 ? ", " : "") + toml_string(items[k]);
-    }
-    return text + "]";
-  };
+  const auto list = detail::toml_string_list;
   if (!s.secrets.allowed_env.empty()) {
     out += fmt::format("\n[secrets]\nallowed_env = {}\n", list(s.secrets.allowed_env));
   }

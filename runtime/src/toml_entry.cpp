@@ -5,6 +5,45 @@
 
 namespace troupe::detail {
 
+std::string toml_string(std::string_view text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    switch (c) {
+      case '"':
+        out += "\\\"";
+        break;
+      case '\\':
+        out += "\\\\";
+        break;
+      case '\n':
+        out += "\\n";
+        break;
+      case '\r':
+        out += "\\r";
+        break;
+      case '\t':
+        out += "\\t";
+        break;
+      default:
+        if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+          out += fmt::format("\\u{:04X}", static_cast<unsigned>(static_cast<unsigned char>(c)));
+        } else {
+          out.push_back(c);
+        }
+    }
+  }
+  out.push_back('"');
+  return out;
+}
+
+std::string toml_string_list(const std::vector<std::string>& items) {
+  std::string text = "[";
+  for (std::size_t k = 0; k < items.size(); ++k) {
+    text += (k > 0 ? ", " : "") + toml_string(items[k]);
+  }
+  return text + "]";
+}
+
 const toml::node* toml_entry::take(std::string_view key) {
   seen_.emplace_back(key);
   return table_.get(key);

@@ -4,7 +4,8 @@
 // `[[tools]]`, `[[mcp_servers]]`, …) key by key, each with its type, so that settings.cpp,
 // tool_config.cpp and mcp_config.cpp refuse wrong types and unknown keys with the same
 // messages: "<file>: [[<what>]] entry <n>: '<key>' must be <type>" and
-// "<file>:<line>: unknown key '<key>' in [[<what>]] entry <n>".
+// "<file>:<line>: unknown key '<key>' in [[<what>]] entry <n>". And the other way, for
+// `--print-config`: a string or a list of strings written as TOML.
 
 #include <cstddef>
 #include <cstdint>
@@ -20,6 +21,11 @@
 #include "troupe/runtime/error.hpp"
 
 namespace troupe::detail {
+
+/// `text` as a TOML basic string: quotes, backslashes and control characters escaped.
+std::string toml_string(std::string_view text);
+/// `items` as a TOML array of basic strings.
+std::string toml_string_list(const std::vector<std::string>& items);
 
 class toml_entry {
 public:

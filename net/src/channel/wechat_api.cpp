@@ -9,6 +9,20 @@
 
 namespace troupe::net::wechat {
 
+void add_text_message(channel::decoded_request& out, message&& decoded) {
+  if (decoded.msg_type != "text" || decoded.msg_id.empty() || decoded.from_user.empty() ||
+      decoded.content.empty()) {
+    return;
+  }
+  channel::inbound_message m;
+  m.message_id = std::move(decoded.msg_id);
+  m.thread = decoded.from_user;
+  m.sender = decoded.from_user;
+  m.reply_to = std::move(decoded.from_user);
+  m.text = std::move(decoded.content);
+  out.messages.push_back(std::move(m));
+}
+
 namespace asio = boost::asio;
 namespace cj = channel_json;
 

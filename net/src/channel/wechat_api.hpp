@@ -1,7 +1,8 @@
 #pragma once
 
 /// \file
-/// What the WeCom and WeChat Official Account adapters share on the way out: reading
+/// What the WeCom and WeChat Official Account adapters share: turning a decoded callback
+/// into the message troupe answers, and on the way out: reading
 /// their access-token and `errcode` answers, fetching a token, and one send through the
 /// access-token cache (a token the platform calls expired or invalid is dropped from the
 /// cache and the send made again at once with a fresh one). Private to troupe_net.
@@ -17,8 +18,14 @@
 
 #include "troupe/net/channel/access_token.hpp"
 #include "troupe/net/channel/adapter.hpp"
+#include "troupe/net/channel/wechat_wire.hpp"
 
 namespace troupe::net::wechat {
+
+/// Adds `decoded` to `out` as the inbound message of its sender's thread when it is a text
+/// message with an id, a sender and content; events (subscribe, …), images and voice are
+/// left out (acknowledged and skipped).
+void add_text_message(channel::decoded_request& out, message&& decoded);
 
 /// `base` (a URL) with the query parameters `params` appended, percent-encoded.
 std::string

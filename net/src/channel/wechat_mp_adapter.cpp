@@ -110,17 +110,7 @@ expected<decoded_request> wechat_mp_adapter::decode(const http_request& request)
   decoded_request out;
   out.response_body = "success";
   out.response_content_type = "text/plain; charset=utf-8";
-  if (message->msg_type != "text" || message->msg_id.empty() || message->from_user.empty() ||
-      message->content.empty()) {
-    return out; // events (subscribe, …), images, voice…: acknowledged and skipped
-  }
-  inbound_message m;
-  m.message_id = message->msg_id;
-  m.thread = message->from_user;
-  m.sender = message->from_user;
-  m.text = std::move(message->content);
-  m.reply_to = message->from_user;
-  out.messages.push_back(std::move(m));
+  wechat::add_text_message(out, std::move(*message));
   return out;
 }
 

@@ -107,17 +107,7 @@ expected<decoded_request> wecom_adapter::decode(const http_request& request) con
   decoded_request out;
   // An empty 200: WeCom does not deliver again, and shows nothing.
   out.empty_response = true;
-  if (message->msg_type != "text" || message->msg_id.empty() || message->from_user.empty() ||
-      message->content.empty()) {
-    return out; // events, images, voice…: acknowledged and skipped
-  }
-  inbound_message m;
-  m.message_id = message->msg_id;
-  m.thread = message->from_user;
-  m.sender = message->from_user;
-  m.text = std::move(message->content);
-  m.reply_to = message->from_user;
-  out.messages.push_back(std::move(m));
+  wechat::add_text_message(out, std::move(*message));
   return out;
 }
 
