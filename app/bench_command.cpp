@@ -183,6 +183,11 @@ void add_bench_command(CLI::App& cli, command_action& action) {
   cmd->add_option("--peers", opts->options.peers_dir,
                   "agent: directory of the peers' JSON results (bench/peers/results) to put "
                   "side by side with troupe, as ratios");
+  cmd->add_option("--task", opts->options.task,
+                  "agent: agent (the 3-step tool task, plus the one-round levels of one-round "
+                  "peer results such as OpenClaw's), one-round (only the one-round reply through "
+                  "troupe's OpenAI-compatible route) or all")
+      ->capture_default_str();
   cmd->add_option("--peers-out", opts->options.peers_out,
                   "agent: also write troupe-c<N>.json in the peers' format into this directory");
   cmd->add_option("--agent-script", opts->options.agent_script,

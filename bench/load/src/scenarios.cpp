@@ -497,6 +497,9 @@ json::object options_json(const scenario_options& o) {
   j["fire_hose"] = o.fire_hose;
   j["runs"] = o.runs;
   j["conversations"] = o.conversations;
+  if (o.scenario == "agent") {
+    j["task"] = o.task;
+  }
   json::array settings;
   for (const auto& kv : o.troupe_settings) {
     settings.emplace_back(kv);

@@ -93,6 +93,10 @@ struct scenario_options {
   unsigned conversations = 0;
   /// channel: the platform driven (webhook, feishu, dingtalk; empty: webhook).
   std::string channel_type;
+  /// agent: "agent" (the 3-step tool task at 1/100/1000, plus the one-round levels of any
+  /// one-round peer results), "one-round" (only the one-round task: the peers' levels, or
+  /// --concurrency, or 1 and 8) or "all" (both, one-round at 1 and 8 without such peers).
+  std::string task = "agent";
   /// agent: a directory of the peers' JSON results (bench/peers/results) to compare with.
   std::string peers_dir;
   /// agent: also write troupe's result per level in the peers' format here
