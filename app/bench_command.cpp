@@ -178,8 +178,9 @@ void add_bench_command(CLI::App& cli, command_action& action) {
                   "idle: conversations, each with a waiting run and a subscriber (default 1000); "
                   "channel: threads of the channel (default 1000)");
   cmd->add_option("--channel-type", opts->options.channel_type,
-                  "channel: the platform driven: webhook (default), feishu or dingtalk (signed "
-                  "deliveries; replies at a fake of the platform)");
+                  "channel: the platform driven: webhook (default), telegram, slack, wecom, "
+                  "wechat_mp, whatsapp, feishu or dingtalk (deliveries signed or encrypted as "
+                  "the platform makes them; replies at a fake of the platform)");
   cmd->add_option("--peers", opts->options.peers_dir,
                   "agent: directory of the peers' JSON results (bench/peers/results) to put "
                   "side by side with troupe, as ratios");

@@ -1,8 +1,10 @@
 // Smoke runs of the scenarios that start a troupe child: tiny loads, real processes.
 
+#include <array>
 #include <filesystem>
 #include <fstream>
 #include <string>
+#include <string_view>
 
 #include <catch2/catch.hpp>
 
@@ -22,6 +24,11 @@ double metric(const json::object& report, const std::string& name) {
   REQUIRE(metrics.contains(name));
   return metrics.at(name).to_number<double>();
 }
+
+/// Every `--channel-type` the bench drives, in the order its help and errors list them: the
+/// generic webhook, then one per platform adapter, each against its fake (fakes/).
+constexpr std::array<std::string_view, 8> channel_types{
+    "webhook", "telegram", "slack", "wecom", "wechat_mp", "whatsapp", "feishu", "dingtalk"};
 
 /// The troupe child a report describes is gone, and so is its temporary directory.
 void check_child_cleaned_up(const json::object& troupe) {
@@ -198,14 +205,15 @@ TEST_CASE("troupe bench idle measures memory per conversation, waiting run and s
 TEST_CASE("troupe bench channel answers every message once, in order per thread, on every "
           "platform it drives",
           "[bench][cli][integration]") {
-  // The generic webhook (the default), and Feishu and DingTalk against their fakes.
-  const std::string type = GENERATE(as<std::string>{}, "", "feishu", "dingtalk");
+  // The generic webhook (the default: run without --channel-type), and every platform
+  // against its fake.
+  const std::string type(GENERATE(from_range(channel_types)));
   INFO("--channel-type " << type);
   troupe::test::temp_dir dir;
   const auto out = dir.path() / "channel.json";
   auto r = run_command(bench +
                        "--scenario channel --conversations 50 --runs 3 --concurrency 8 --quiet " +
-                       (type.empty() ? std::string() : "--channel-type " + type + " ") +
+                       (type == "webhook" ? std::string() : "--channel-type " + type + " ") +
                        "--no-chart --out " + out.string() + " 2>&1");
   INFO(r.output);
   REQUIRE(r.status == 0);
@@ -220,13 +228,20 @@ TEST_CASE("troupe bench channel answers every message once, in order per thread,
   CHECK(metric(report, "messages_per_s") > 0);
   // A reply comes after the webhook's own answer: it includes a run and the outbox.
   CHECK(metric(report, "reply.p50_us") > metric(report, "delivery.p50_us"));
-  CHECK(report.at("targets").as_object().at("channel_type").as_string() ==
-        (type.empty() ? "webhook" : type));
+  const auto& targets = report.at("targets").as_object();
+  CHECK(targets.at("channel_type").as_string() == type);
+  // Replies came to the platform's side: the webhook's callback receiver, or a fake.
+  CHECK_THAT(std::string(targets.at("platform").as_string()),
+             Catch::Contains(type == "webhook" ? "callback receiver" : "fakes/fake_"));
   check_child_cleaned_up(report.at("targets").as_object().at("troupe").as_object());
 }
 
 TEST_CASE("troupe bench refuses a channel type it does not drive", "[bench][cli]") {
   auto r = run_command(bench + "--scenario channel --channel-type carrier-pigeon --quiet 2>&1");
   CHECK(r.status != 0);
-  CHECK_THAT(r.output, Catch::Contains("webhook, feishu, dingtalk"));
+  std::string listed;
+  for (const auto type : channel_types) {
+    listed += (listed.empty() ? "" : ", ") + std::string(type);
+  }
+  CHECK_THAT(r.output, Catch::Contains(listed));
 }

@@ -45,9 +45,10 @@ asio::awaitable<std::optional<std::string>> deliver_next(net::http_client& clien
   co_return co_await std::move(sending);
 }
 
-expected<void> create_channel(const troupe_server& troupe, const channel_driver& driver) {
+expected<void> create_channel(const troupe_server& troupe, const channel_driver& driver,
+                              const std::string& route) {
   auto t = troupe_post(troupe, "/api/v1/channels");
-  t.body = driver.channel_body(channel_name, chat_agent_name);
+  t.body = driver.channel_body(channel_name, chat_agent_name, route);
   auto created = fetch_blocking(make_request(t, std::chrono::milliseconds(10'000)));
   if (!created) {
     return tl::unexpected(created.error());
@@ -100,10 +101,14 @@ expected<void> run_channel(const scenario_options& o, bench_report& report) {
   }
   auto troupe = std::move(*opened);
   report.targets["troupe"] = troupe->describe();
-  if (auto ok = create_channel(*troupe, *driver); !ok) {
+  const auto route = troupe->origin() + "/api/v1/webhooks/channels/" + std::string(channel_name);
+  if (auto ok = create_channel(*troupe, *driver, route); !ok) {
     return fail(ok.error().code, fmt::format("{}\n{}", ok.error().message, troupe->log_tail()));
   }
-  const auto route = troupe->origin() + "/api/v1/webhooks/channels/" + std::string(channel_name);
+  if (auto ready = driver->await_channel(std::chrono::milliseconds(30'000)); !ready) {
+    return fail(ready.error().code,
+                fmt::format("{}\n{}", ready.error().message, troupe->log_tail()));
+  }
 
   const pid_t pid = troupe->pid();
   const auto cpu_before = pid > 0 ? read_process_cpu(pid) : expected<std::chrono::microseconds>{};

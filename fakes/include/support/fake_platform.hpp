@@ -1,10 +1,10 @@
 #pragma once
 
-// What the fakes of messaging platforms (fake_telegram.hpp, fake_slack.hpp in tests/support;
-// fake_feishu.hpp, fake_dingtalk.hpp here) share: a loopback server on net's HTTP server
-// with an io thread of its own, a log of every call it answered that tests wait on, and
-// failures injected per method. The fakes speak the platforms' exact wire format; tests
-// and `troupe bench --scenario channel` reach them with net's HTTP client.
+// What the fakes of messaging platforms (fake_telegram.hpp, fake_slack.hpp, fake_wechat.hpp,
+// fake_whatsapp.hpp, fake_feishu.hpp, fake_dingtalk.hpp, all here) share: a loopback server on
+// net's HTTP server with an io thread of its own, a log of every call it answered that tests wait
+// on, and failures injected per method. The fakes speak the platforms' exact wire format; tests and
+// `troupe bench --scenario channel` reach them with net's HTTP client.
 
 #include <chrono>
 #include <condition_variable>

@@ -58,8 +58,18 @@ std::size_t reply_tracker::out_of_order() const {
   return out_of_order_;
 }
 
+request_template as_template(const net::http_client_request& request) {
+  request_template t;
+  t.method = request.method;
+  t.url = request.url;
+  t.body = request.body;
+  t.headers = request.headers;
+  return t;
+}
+
 const std::vector<std::string_view>& channel_driver_types() {
-  static const std::vector<std::string_view> types{"webhook", "feishu", "dingtalk"};
+  static const std::vector<std::string_view> types{"webhook",   "telegram", "slack",  "wecom",
+                                                   "wechat_mp", "whatsapp", "feishu", "dingtalk"};
   return types;
 }
 
@@ -72,6 +82,21 @@ expected<std::unique_ptr<channel_driver>> make_channel_driver(std::string_view t
   }
   if (type == "dingtalk") {
     return make_dingtalk_driver();
+  }
+  if (type == "wecom") {
+    return make_wecom_driver();
+  }
+  if (type == "wechat_mp") {
+    return make_wechat_mp_driver();
+  }
+  if (type == "whatsapp") {
+    return make_whatsapp_driver();
+  }
+  if (type == "slack") {
+    return make_slack_driver();
+  }
+  if (type == "telegram") {
+    return make_telegram_driver();
   }
   return fail(errc::invalid_argument,
               fmt::format("--channel-type '{}' is not one the bench drives ({})", type,

@@ -1,13 +1,14 @@
 #pragma once
 
-// The platforms `troupe bench --scenario channel` drives (`--channel-type`): one driver per
-// platform, each in its own file, behind one interface — how to create the channel, how
-// to make (and sign) the platform's delivery of message i, and the platform's side that
-// receives the replies (the generic webhook's callback receiver, or a fake platform shared
-// with the tests, fakes/), which hands each reply's text to a reply_tracker. Every driver
-// tags message i with "bench c<i>"; the mock-llm repeats it in the reply.
+// The platforms `troupe bench --scenario channel` drives (`--channel-type`), every one troupe
+// has an adapter for: one driver per platform, each in its own file, behind one interface — how to
+// create the channel, how to make (and sign) the platform's delivery of message i, and the
+// platform's side that receives the replies (the generic webhook's callback receiver, or a fake
+// platform shared with the tests, fakes/), which hands each reply's text to a reply_tracker. Every
+// driver tags message i with "bench c<i>"; the mock-llm repeats it in the reply.
 
 #include <atomic>
+#include <chrono>
 #include <condition_variable>
 #include <cstdint>
 #include <memory>
@@ -74,8 +75,17 @@ public:
   virtual std::vector<std::pair<std::string, std::string>> settings() const {
     return {};
   }
-  /// The body of `POST /api/v1/channels` creating channel `name` for `agent`.
-  virtual std::string channel_body(std::string_view name, std::string_view agent) const = 0;
+  /// The body of `POST /api/v1/channels` creating channel `name` for `agent`, whose inbound
+  /// route is `route` (what a platform told of it needs: Telegram's setWebhook). Replies
+  /// are one send each: a channel that could stream previews has `stream_edits` off.
+  virtual std::string channel_body(std::string_view name, std::string_view agent,
+                                   std::string_view route) const = 0;
+  /// Waits, at most `limit`, until the platform has what the channel sets up there when it
+  /// starts (Telegram: the webhook troupe registers); deliveries begin after.
+  virtual expected<void> await_channel(std::chrono::milliseconds limit) const {
+    (void)limit;
+    return {};
+  }
   /// The delivery of message `i` of thread `thread`, whose text is `text`, to the channel's
   /// inbound route `route`, made (signed, encrypted) as the platform makes it.
   virtual request_template delivery(const std::string& route, std::size_t i, std::size_t thread,
@@ -83,6 +93,9 @@ public:
   /// For the report: what stands in for the platform.
   virtual std::string describe() const = 0;
 };
+
+/// A request a fake platform's sender made (fakes/), as the load generator sends it.
+request_template as_template(const net::http_client_request& request);
 
 /// The driver of `--channel-type` `type`; an `invalid_argument` naming the known ones.
 expected<std::unique_ptr<channel_driver>> make_channel_driver(std::string_view type);
@@ -92,5 +105,10 @@ const std::vector<std::string_view>& channel_driver_types();
 std::unique_ptr<channel_driver> make_webhook_driver();
 std::unique_ptr<channel_driver> make_feishu_driver();
 std::unique_ptr<channel_driver> make_dingtalk_driver();
+std::unique_ptr<channel_driver> make_wecom_driver();
+std::unique_ptr<channel_driver> make_wechat_mp_driver();
+std::unique_ptr<channel_driver> make_whatsapp_driver();
+std::unique_ptr<channel_driver> make_slack_driver();
+std::unique_ptr<channel_driver> make_telegram_driver();
 
 } // namespace troupe::bench::detail

@@ -26,7 +26,8 @@ public:
   std::vector<std::pair<std::string, std::string>> settings() const override {
     return {{"secrets.allowed_env", fmt::format(R"(["{}"])", secret_env)}};
   }
-  std::string channel_body(std::string_view name, std::string_view agent) const override {
+  std::string channel_body(std::string_view name, std::string_view agent,
+                           std::string_view /*route*/) const override {
     return fmt::format(R"({{"name":{},"type":"dingtalk","agent":{},"app_key":"dingbenchkey",)"
                        R"("app_secret_env":"{}","api_base":{},)"
                        R"("session_scope":"thread","queue_policy":"followup"}})",
@@ -43,13 +44,8 @@ public:
     const auto session = fake_->new_session();
     m.session_webhook = session.url;
     m.session_webhook_expires_ms = session.expires_ms;
-    const auto request =
-        sender.request(test::dingtalk_callback_sender::callback_body(m, "dingbenchkey"), {});
-    request_template t;
-    t.url = request.url;
-    t.body = request.body;
-    t.headers = request.headers;
-    return t;
+    return as_template(
+        sender.request(test::dingtalk_callback_sender::callback_body(m, "dingbenchkey"), {}));
   }
   std::string describe() const override {
     return "a dingtalk channel (signed callbacks); replies at the fake DingTalk platform "

@@ -34,7 +34,8 @@ public:
     return {{"secrets.allowed_env",
              fmt::format(R"(["{}", "{}", "{}"])", secret_env, verify_env, encrypt_env)}};
   }
-  std::string channel_body(std::string_view name, std::string_view agent) const override {
+  std::string channel_body(std::string_view name, std::string_view agent,
+                           std::string_view /*route*/) const override {
     return fmt::format(R"({{"name":{},"type":"feishu","agent":{},"app_id":"cli_bench",)"
                        R"("app_secret_env":"{}","verification_token_env":"{}",)"
                        R"("encrypt_key_env":"{}","api_base":{},)"
@@ -51,12 +52,7 @@ public:
     m.chat_id = fmt::format("oc_bench_{}", thread);
     m.sender = fmt::format("ou_bench_{}", thread);
     m.text = text;
-    const auto request = sender.request(sender.event_body(m), {});
-    request_template t;
-    t.url = request.url;
-    t.body = request.body;
-    t.headers = request.headers;
-    return t;
+    return as_template(sender.request(sender.event_body(m), {}));
   }
   std::string describe() const override {
     return "a feishu channel (encrypted, signed events); replies at the fake Feishu open "

@@ -83,7 +83,8 @@ public:
     callback_url_ = std::move(*url);
     return {};
   }
-  std::string channel_body(std::string_view name, std::string_view agent) const override {
+  std::string channel_body(std::string_view name, std::string_view agent,
+                           std::string_view /*route*/) const override {
     return fmt::format(R"({{"name":{},"type":"webhook","agent":{},"token":{},"callback_url":{},)"
                        R"("session_scope":"thread","queue_policy":"followup"}})",
                        json_text(name), json_text(agent), json_text(channel_token),

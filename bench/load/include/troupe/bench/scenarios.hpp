@@ -36,9 +36,10 @@
 ///   in each, then an SSE subscriber on each run: troupe's resident memory per
 ///   conversation, per waiting run and per subscriber, kernel socket memory separately.
 /// - `channel`: `conversations` threads (default 1,000) × `runs` messages (default 5) into
-///   a channel of `channel_type` (a generic webhook by default; feishu and dingtalk against
-///   their fake platforms), replies at the platform's side: messages/s and the
-///   latency from delivery to reply, every reply checked (missing, twice, out of order).
+///   a channel of `channel_type` (a generic webhook by default; telegram, slack, wecom,
+///   wechat_mp, whatsapp, feishu and dingtalk against their fake platforms), replies at the
+///   platform's side: messages/s and the latency from delivery to reply, every reply
+///   checked (missing, twice, out of order).
 #include <chrono>
 #include <string>
 #include <string_view>
@@ -91,7 +92,8 @@ struct scenario_options {
   unsigned runs = 0;
   /// idle: conversations (0: 1000); channel: threads (0: 1000).
   unsigned conversations = 0;
-  /// channel: the platform driven (webhook, feishu, dingtalk; empty: webhook).
+  /// channel: the platform driven (webhook, telegram, slack, wecom, wechat_mp, whatsapp,
+  /// feishu, dingtalk; empty: webhook).
   std::string channel_type;
   /// agent: "agent" (the 3-step tool task at 1/100/1000, plus the one-round levels of any
   /// one-round peer results), "one-round" (only the one-round task: the peers' levels, or

@@ -1,7 +1,7 @@
 #pragma once
 
-// A fake of the Telegram Bot API for tests: `POST /bot<token>/<method>` on 127.0.0.1 with
-// Telegram's exact answers — getUpdates (long polling that waits for updates until its
+// A fake of the Telegram Bot API for tests and the bench: `POST /bot<token>/<method>` on 127.0.0.1
+// with Telegram's exact answers — getUpdates (long polling that waits for updates until its
 // timeout, offset confirmation, 409 while a webhook is set or when a newer poll takes
 // over), sendMessage (HTML parse_mode checked the way Telegram refuses it: 400 "can't
 // parse entities"; empty and over-long texts refused), editMessageText (400 "message is
@@ -12,9 +12,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "support/fake_platform.hpp"
@@ -87,6 +89,12 @@ public:
   /// The body of update `update_id` as Telegram sends it.
   std::string update_json(std::int64_t update_id) const;
 
+  /// Called with the text of every message sendMessage accepts, as sent (HTML and all; not
+  /// editMessageText's edits: a channel without `stream_edits` sends each reply once, in
+  /// its final text), on the fake's io thread, outside its lock (the bench's reply
+  /// tracker); set before traffic starts.
+  void on_send(std::function<void(std::string_view text)> hook);
+
   /// The next `times` calls of `method` get `fault`.
   void fail(std::string method, telegram_fault fault, std::size_t times = 1);
   void fail_always(std::string method, telegram_fault fault);
@@ -114,6 +122,11 @@ public:
   /// returns the answer (as Telegram, the caller repeats on a non-2xx).
   expected<net::http_client_response>
   deliver_webhook(std::int64_t update_id,
+                  std::chrono::milliseconds deadline = std::chrono::seconds(10)) const;
+  /// The request `deliver_webhook` would make (the bench sends it through its own client);
+  /// an error when no webhook is set.
+  expected<net::http_client_request>
+  webhook_request(std::int64_t update_id,
                   std::chrono::milliseconds deadline = std::chrono::seconds(10)) const;
 
   struct state;

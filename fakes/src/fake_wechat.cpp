@@ -30,6 +30,7 @@ struct fake_wechat::state {
   std::size_t issued = 0;
   std::vector<wechat_sent> sent;
   std::int64_t next_msgid = 1;
+  std::function<void(std::string_view)> hook;
 };
 
 namespace {
@@ -145,6 +146,9 @@ http_response send_message(const net::http_request& request, const state_ptr& st
     st->sent.push_back(s);
   }
   st->changed.notify_all();
+  if (st->hook) {
+    st->hook(s.content);
+  }
   json_writer w;
   w.begin_object().key("errcode").value(0).key("errmsg").value("ok");
   if (st->flavor == wechat_flavor::wecom) {
@@ -175,8 +179,8 @@ std::string query_encode(std::string_view text) {
   return out;
 }
 
-expected<net::http_client_response> call(net::http_method method, std::string url, std::string body,
-                                         std::chrono::milliseconds deadline) {
+net::http_client_request make_request(net::http_method method, std::string url, std::string body,
+                                      std::chrono::milliseconds deadline) {
   net::http_client_request request;
   request.method = method;
   request.url = std::move(url);
@@ -187,7 +191,12 @@ expected<net::http_client_response> call(net::http_method method, std::string ur
   request.deadlines.total = deadline;
   request.deadlines.first_byte = deadline;
   request.deadlines.idle = deadline;
-  return blocking_fetch(std::move(request));
+  return request;
+}
+
+expected<net::http_client_response> call(net::http_method method, std::string url, std::string body,
+                                         std::chrono::milliseconds deadline) {
+  return blocking_fetch(make_request(method, std::move(url), std::move(body), deadline));
 }
 
 } // namespace
@@ -219,6 +228,11 @@ std::string fake_wechat::api_base() const {
 
 std::string fake_wechat::token_method() const {
   return state_->flavor == wechat_flavor::wecom ? "gettoken" : "token";
+}
+
+void fake_wechat::on_send(std::function<void(std::string_view)> hook) {
+  const std::lock_guard lock(state_->mutex);
+  state_->hook = std::move(hook);
 }
 
 void fake_wechat::fail(std::string method, wechat_fault fault, std::size_t times) {
@@ -280,6 +294,15 @@ expected<net::http_client_response> wechat_sender::url_check(const std::string& 
 }
 
 expected<net::http_client_response> wechat_sender::send(const text_message& m, delivery how) const {
+  auto made = request(m, how);
+  if (!made) {
+    return tl::unexpected(made.error());
+  }
+  return blocking_fetch(std::move(*made));
+}
+
+expected<net::http_client_request> wechat_sender::request(const text_message& m,
+                                                          const delivery& how) const {
   const auto timestamp = std::to_string(std::chrono::duration_cast<std::chrono::seconds>(
                                             std::chrono::system_clock::now().time_since_epoch())
                                             .count());
@@ -318,7 +341,7 @@ expected<net::http_client_response> wechat_sender::send(const text_message& m, d
       query += "&encrypt_type=aes";
     }
   }
-  return call(net::http_method::post, url_ + "?" + query, std::move(body), how.deadline);
+  return make_request(net::http_method::post, url_ + "?" + query, std::move(body), how.deadline);
 }
 
 } // namespace troupe::test

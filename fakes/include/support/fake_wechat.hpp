@@ -1,6 +1,6 @@
 #pragma once
 
-// A fake of Tencent's two message APIs for tests, on 127.0.0.1: WeCom's (`GET
+// A fake of Tencent's two message APIs for tests and the bench, on 127.0.0.1: WeCom's (`GET
 // /cgi-bin/gettoken?corpid&corpsecret`, `POST /cgi-bin/message/send?access_token`) and the
 // WeChat Official Account's (`GET /cgi-bin/token?grant_type=client_credential&appid&secret`,
 // `POST /cgi-bin/message/custom/send?access_token`), with their answers: a token valid for
@@ -19,9 +19,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "support/fake_platform.hpp"
@@ -65,6 +67,9 @@ public:
   /// "gettoken" (WeCom) or "token" (WeChat).
   std::string token_method() const;
 
+  /// Called with the content of every text message the fake accepts, on the fake's io
+  /// thread, outside its lock (the bench's reply tracker); set before traffic starts.
+  void on_send(std::function<void(std::string_view text)> hook);
   void fail(std::string method, wechat_fault fault, std::size_t times = 1);
   std::vector<recorded_call> calls(std::string_view method) const;
   bool wait_for_calls(std::string_view method, std::size_t n,
@@ -113,6 +118,9 @@ public:
   }
   /// A text message, POSTed.
   expected<net::http_client_response> send(const text_message& m, delivery how) const;
+  /// The request `send` would make, signed and encrypted now (the bench sends it through
+  /// its own client); an error only for an EncodingAESKey that is not one.
+  expected<net::http_client_request> request(const text_message& m, const delivery& how) const;
   expected<net::http_client_response> send(const text_message& m) const {
     return send(m, delivery{});
   }

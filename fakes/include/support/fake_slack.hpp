@@ -1,6 +1,7 @@
 #pragma once
 
-// A fake of the Slack Web API for tests — `POST /api/auth.test`, `/api/chat.postMessage`,
+// A fake of the Slack Web API for tests and the bench — `POST /api/auth.test`,
+// `/api/chat.postMessage`,
 // `/api/chat.update` on 127.0.0.1 with Slack's answers: HTTP 200 with `ok:false` and an
 // error word for a missing or wrong bot token (not_authed, invalid_auth), a missing
 // channel (channel_not_found) or text (no_text), an unknown message to update
@@ -12,9 +13,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "support/fake_platform.hpp"
@@ -58,6 +61,11 @@ public:
   const std::string& bot_token() const noexcept;
   const std::string& bot_user_id() const noexcept;
 
+  /// Called with the text of every message chat.postMessage accepts (not chat.update's
+  /// edits: a channel without `stream_edits` posts each reply once, in its final text), on
+  /// the fake's io thread, outside its lock (the bench's reply tracker); set before traffic
+  /// starts.
+  void on_send(std::function<void(std::string_view text)> hook);
   void fail(std::string method, slack_fault fault, std::size_t times = 1);
   void fail_always(std::string method, slack_fault fault);
   void clear_faults();
@@ -126,6 +134,8 @@ public:
   };
   /// POSTs `body` signed; the answer or a transport error.
   expected<net::http_client_response> send(const std::string& body, delivery how) const;
+  /// The request `send` would make, signed now (the bench sends it through its own client).
+  net::http_client_request request(const std::string& body, const delivery& how) const;
   expected<net::http_client_response> send(const std::string& body) const {
     return send(body, delivery{});
   }

@@ -25,6 +25,7 @@ struct fake_whatsapp::state {
   mutable std::condition_variable changed;
   std::vector<whatsapp_sent> sent;
   std::int64_t next_id = 1;
+  std::function<void(std::string_view)> hook;
 };
 
 namespace {
@@ -101,6 +102,9 @@ http_response send_message(const net::http_request& request, std::string_view ph
     st->sent.push_back(s);
   }
   st->changed.notify_all();
+  if (st->hook) {
+    st->hook(s.body);
+  }
   json_writer w;
   w.begin_object().key("messaging_product").value("whatsapp");
   w.key("contacts").begin_array().begin_object().key("input").value(s.to).key("wa_id").value(s.to);
@@ -157,6 +161,11 @@ std::string fake_whatsapp::api_base() const {
   return server_->origin() + "/v21.0";
 }
 
+void fake_whatsapp::on_send(std::function<void(std::string_view)> hook) {
+  const std::lock_guard lock(state_->mutex);
+  state_->hook = std::move(hook);
+}
+
 void fake_whatsapp::fail(whatsapp_fault fault, std::size_t times) {
   state_->faults.add("messages", fault, times);
 }
@@ -209,6 +218,11 @@ std::string whatsapp_sender::status_body(std::string_view id, std::string_view p
 
 expected<net::http_client_response> whatsapp_sender::send(const std::string& body,
                                                           delivery how) const {
+  return blocking_fetch(request(body, how));
+}
+
+net::http_client_request whatsapp_sender::request(const std::string& body,
+                                                  const delivery& how) const {
   const auto& secret = how.wrong_secret ? *how.wrong_secret : secret_;
   net::http_client_request request;
   request.method = http_method::post;
@@ -219,7 +233,7 @@ expected<net::http_client_response> whatsapp_sender::send(const std::string& bod
   request.deadlines.total = how.deadline;
   request.deadlines.first_byte = how.deadline;
   request.deadlines.idle = how.deadline;
-  return blocking_fetch(std::move(request));
+  return request;
 }
 
 expected<net::http_client_response> whatsapp_sender::subscribe(const std::string& verify_token,

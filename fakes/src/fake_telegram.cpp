@@ -249,6 +249,7 @@ struct fake_telegram::state {
   std::vector<telegram_sent> sent;
   std::string webhook_url;
   std::string webhook_secret;
+  std::function<void(std::string_view)> hook;
 
   // io thread only.
   std::vector<asio::steady_timer*> waiters;
@@ -419,6 +420,9 @@ http_response send_message(const request_json& req, const state_ptr& st) {
     st->sent.push_back(m);
   }
   st->sent_changed.notify_all();
+  if (st->hook) {
+    st->hook(m.text);
+  }
   return ok_with(message_json(m, false));
 }
 
@@ -624,6 +628,11 @@ std::string fake_telegram::update_json(std::int64_t update_id) const {
   return state_->updates.at(update_id);
 }
 
+void fake_telegram::on_send(std::function<void(std::string_view)> hook) {
+  const std::lock_guard lock(state_->mutex);
+  state_->hook = std::move(hook);
+}
+
 void fake_telegram::fail(std::string method, telegram_fault fault, std::size_t times) {
   state_->faults.add(std::move(method), fault, times);
 }
@@ -684,6 +693,15 @@ std::string fake_telegram::webhook_secret() const {
 
 expected<net::http_client_response>
 fake_telegram::deliver_webhook(std::int64_t update_id, std::chrono::milliseconds deadline) const {
+  auto request = webhook_request(update_id, deadline);
+  if (!request) {
+    return tl::unexpected(request.error());
+  }
+  return blocking_fetch(std::move(*request));
+}
+
+expected<net::http_client_request>
+fake_telegram::webhook_request(std::int64_t update_id, std::chrono::milliseconds deadline) const {
   net::http_client_request request;
   request.method = http_method::post;
   {
@@ -701,7 +719,7 @@ fake_telegram::deliver_webhook(std::int64_t update_id, std::chrono::milliseconds
   request.deadlines.connect = deadline;
   request.deadlines.first_byte = deadline;
   request.deadlines.total = deadline;
-  return blocking_fetch(std::move(request));
+  return request;
 }
 
 } // namespace troupe::test

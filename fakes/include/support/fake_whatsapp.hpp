@@ -1,6 +1,6 @@
 #pragma once
 
-// A fake of the WhatsApp Business Cloud API for tests, on 127.0.0.1:
+// A fake of the WhatsApp Business Cloud API for tests and the bench, on 127.0.0.1:
 // `POST /v21.0/{phone_number_id}/messages` with a Bearer token, answering as Graph does:
 // `{"messaging_product":"whatsapp","contacts":[…],"messages":[{"id":"wamid.…"}]}`; a
 // wrong or expired token is HTTP 401 with OAuth error 190; a body over 4,096 characters
@@ -15,9 +15,11 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "support/fake_platform.hpp"
@@ -51,6 +53,9 @@ public:
   /// "http://127.0.0.1:<port>/v21.0": the channel's api_base.
   std::string api_base() const;
 
+  /// Called with the body of every text message the fake accepts, on the fake's io thread,
+  /// outside its lock (the bench's reply tracker); set before traffic starts.
+  void on_send(std::function<void(std::string_view text)> hook);
   void fail(whatsapp_fault fault, std::size_t times = 1);
   std::vector<recorded_call> calls() const;
   bool wait_for_calls(std::size_t n, std::chrono::milliseconds deadline) const;
@@ -85,6 +90,8 @@ public:
     std::chrono::milliseconds deadline{10'000};
   };
   expected<net::http_client_response> send(const std::string& body, delivery how) const;
+  /// The request `send` would make, signed (the bench sends it through its own client).
+  net::http_client_request request(const std::string& body, const delivery& how) const;
   expected<net::http_client_response> send(const std::string& body) const {
     return send(body, delivery{});
   }

@@ -26,6 +26,7 @@ struct fake_slack::state {
   std::vector<slack_post> posts;
   std::int64_t ts_seconds = 0;
   std::int64_t ts_counter = 0;
+  std::function<void(std::string_view)> hook;
 };
 
 namespace {
@@ -141,6 +142,9 @@ http_response post_message(const arguments& args, const state_ptr& st) {
     st->posts.push_back(p);
   }
   st->posted.notify_all();
+  if (st->hook) {
+    st->hook(p.text);
+  }
   return ok_message(*st, p);
 }
 
@@ -246,6 +250,10 @@ const std::string& fake_slack::bot_user_id() const noexcept {
   return state_->user_id;
 }
 
+void fake_slack::on_send(std::function<void(std::string_view)> hook) {
+  const std::lock_guard lock(state_->mutex);
+  state_->hook = std::move(hook);
+}
 void fake_slack::fail(std::string method, slack_fault fault, std::size_t times) {
   state_->faults.add(std::move(method), std::move(fault), times);
 }
@@ -385,6 +393,11 @@ expected<net::http_client_response> slack_event_sender::send(const slash_command
 
 expected<net::http_client_response> slack_event_sender::send(const std::string& body,
                                                              delivery how) const {
+  return blocking_fetch(request(body, how));
+}
+
+net::http_client_request slack_event_sender::request(const std::string& body,
+                                                     const delivery& how) const {
   const auto timestamp =
       std::to_string(how.timestamp.value_or(std::chrono::duration_cast<std::chrono::seconds>(
                                                 std::chrono::system_clock::now().time_since_epoch())
@@ -406,7 +419,7 @@ expected<net::http_client_response> slack_event_sender::send(const std::string& 
   request.deadlines.connect = how.deadline;
   request.deadlines.first_byte = how.deadline;
   request.deadlines.total = how.deadline;
-  return blocking_fetch(std::move(request));
+  return request;
 }
 
 } // namespace troupe::test
