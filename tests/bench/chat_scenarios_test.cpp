@@ -165,6 +165,40 @@ TEST_CASE("troupe bench agent puts a one-round peer beside troupe's own one-roun
   check_child_cleaned_up(report.at("targets").as_object().at("one_round.c2.troupe").as_object());
 }
 
+TEST_CASE("troupe bench channel --channel-type telegram --users answers every simulated "
+          "user's message once through the polling fake",
+          "[bench][cli][integration]") {
+  troupe::test::temp_dir dir;
+  const auto out = dir.path() / "telegram-users.json";
+  auto r = run_command(bench +
+                       "--scenario channel --channel-type telegram --users 1,4 --runs 3 "
+                       "--warmup-messages 1 --quiet --no-chart --out " +
+                       out.string() + " 2>&1");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const auto report = read_report(out);
+  CHECK(metric(report, "telegram.troupe.n1.messages") == 3);
+  CHECK(metric(report, "telegram.troupe.n1.replies") == 3);
+  CHECK(metric(report, "telegram.troupe.n4.messages") == 12);
+  CHECK(metric(report, "telegram.troupe.n4.replies") == 12);
+  for (const auto* level : {"n1", "n4"}) {
+    const std::string p = std::string("telegram.troupe.") + level;
+    CHECK(metric(report, p + ".duplicates") == 0);
+    CHECK(metric(report, p + ".lost") == 0);
+    CHECK(metric(report, p + ".tag_mismatches") == 0);
+    CHECK(metric(report, p + ".latency.count") == metric(report, p + ".replies"));
+    CHECK(metric(report, p + ".rss_peak_kib") >= metric(report, p + ".rss_idle_kib"));
+    CHECK(metric(report, p + ".cpu_ms_per_message") > 0);
+  }
+  // troupe polled the fake, and the fake answered every call it made.
+  const auto& calls = report.at("troupe_bot_api_calls").as_object();
+  CHECK(calls.contains("getUpdates"));
+  CHECK(calls.at("sendMessage").as_object().at("200").to_number<int>() == 3 + 12 + 1);
+  CHECK(r.output.find("telegram: N users") != std::string::npos);
+  // Without --peers, no OpenClaw row.
+  CHECK_FALSE(report.at("metrics").as_object().contains("telegram.openclaw.n1.replies"));
+}
+
 TEST_CASE("troupe bench storage counts the rows troupe persisted for every run",
           "[bench][cli][integration]") {
   troupe::test::temp_dir dir;

@@ -500,6 +500,16 @@ json::object options_json(const scenario_options& o) {
   if (o.scenario == "agent") {
     j["task"] = o.task;
   }
+  if (o.scenario == "channel") {
+    j["channel_type"] = o.channel_type.empty() ? "webhook" : o.channel_type;
+    json::array users;
+    for (const auto n : o.users) {
+      users.emplace_back(n);
+    }
+    j["users"] = std::move(users);
+    j["warmup_messages"] = o.warmup_messages;
+    j["peers"] = o.peers_dir;
+  }
   json::array settings;
   for (const auto& kv : o.troupe_settings) {
     settings.emplace_back(kv);

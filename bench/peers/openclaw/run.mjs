@@ -96,6 +96,13 @@ const started = new Date();
 const loadBeforeStart = loadavg();
 const gw = await startGateway({ mockBaseUrl: baseUrl, toolProfile: 'minimal', keep: values['keep-state'] });
 process.stderr.write(`openclaw gateway pid ${gw.pid} at ${gw.origin}, ready after ${Math.round(gw.startupMs)} ms\n`);
+// Interrupted: stop the gateway and its helpers first (they would outlive this process).
+for (const signal of ['SIGTERM', 'SIGINT']) {
+  process.on(signal, async () => {
+    await gw.stop();
+    process.exit(130);
+  });
+}
 let status = 1;
 try {
   const errorSamples = [];
