@@ -44,16 +44,18 @@ std::string find_in_path(std::string_view name) {
 } // namespace
 
 expected<std::unique_ptr<openclaw_gateway>> openclaw_gateway::start(const openclaw_options& o) {
-  const auto script = o.peers_dir / "openclaw" / "channel.mjs";
+  // Absolute: the helper runs in <peers>/openclaw.
+  const auto peers_dir = std::filesystem::absolute(o.peers_dir);
+  const auto script = peers_dir / "openclaw" / "channel.mjs";
   if (!std::filesystem::exists(script)) {
     return fail(errc::not_found, fmt::format("no {} (--peers must be the directory holding "
                                              "openclaw/, bench/peers)",
                                              script.string()));
   }
-  if (!std::filesystem::exists(o.peers_dir / "openclaw" / "node_modules" / "openclaw")) {
+  if (!std::filesystem::exists(peers_dir / "openclaw" / "node_modules" / "openclaw")) {
     return fail(errc::not_found,
                 fmt::format("OpenClaw is not installed in {}: make bench-peers-install",
-                            (o.peers_dir / "openclaw").string()));
+                            (peers_dir / "openclaw").string()));
   }
   const auto node = find_in_path("node");
   if (node.empty()) {
@@ -80,7 +82,7 @@ expected<std::unique_ptr<openclaw_gateway>> openclaw_gateway::start(const opencl
     argv.push_back(a.data());
   }
   argv.push_back(nullptr);
-  const auto cwd = (o.peers_dir / "openclaw").string();
+  const auto cwd = (peers_dir / "openclaw").string();
   const pid_t parent = ::getpid();
   const pid_t pid = ::fork();
   if (pid < 0) {
