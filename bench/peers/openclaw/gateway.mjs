@@ -173,7 +173,7 @@ const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 /// Starts `openclaw gateway run` with a generated config in a fresh temporary directory and
 /// waits until its OpenAI-compatible route answers. Returns
 /// {pid, origin, token, stateDir, config, startupMs, stop(), logTail()}.
-export async function startGateway({ mockBaseUrl, toolProfile, telegram, readyTimeoutMs = 240_000, keep = false }) {
+export async function startGateway({ mockBaseUrl, toolProfile, telegram, readyTimeoutMs = 600_000, keep = false }) {
   checkInstalled();
   const stateDir = mkdtempSync(path.join(os.tmpdir(), 'troupe-bench-openclaw-'));
   const workspace = path.join(stateDir, 'workspace');
