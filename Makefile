@@ -31,7 +31,7 @@ FUZZ_TIME ?=
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps fuzz-deps npm-deps configure build run test asan tsan soak fuzz fuzz-build bench bench-peers format \
+.PHONY: deps fuzz-deps npm-deps configure build run test asan tsan soak fuzz fuzz-build bench bench-peers bench-peers-install format \
   format-check check clean
 
 # install_missing(PACKAGES): apt-get installs those of PACKAGES that are not installed
@@ -120,11 +120,19 @@ bench: build bench-peers
 	$(TROUPE) bench --scenario agent --peers $(CURDIR)/bench/peers/results \
 	  --out $(CURDIR)/bench/load/results/agent.json
 
-## bench-peers: the agent scenario on the JS peers (bench/peers/README.md), packages from npm
-bench-peers: build npm-deps
+## bench-peers: the agent scenario on the JS peers (bench/peers/README.md), packages from npm;
+## OpenClaw (bench/peers/openclaw, ~650 MB) runs on the Node 24 of the npm package `node`,
+## installed first so that openclaw's own install scripts run on it
+bench-peers: build npm-deps bench-peers-install
+	TROUPE=$(CURDIR)/$(TROUPE) bench/peers/run_peers.sh
+
+## bench-peers-install: only the peers' npm packages (make bench-peers runs them too)
+bench-peers-install: npm-deps
 	npm ci --prefix bench/peers/openai-agents --no-audit --no-fund
 	npm ci --prefix bench/peers/langgraph --no-audit --no-fund
-	TROUPE=$(CURDIR)/$(TROUPE) bench/peers/run_peers.sh
+	npm ci --prefix bench/peers/openclaw/runtime --no-audit --no-fund
+	PATH=$(CURDIR)/bench/peers/openclaw/runtime/node_modules/.bin:$$PATH \
+	  npm ci --prefix bench/peers/openclaw --no-audit --no-fund
 
 format:
 	git ls-files '*.cpp' '*.hpp' | xargs clang-format -i

@@ -183,7 +183,22 @@ void add_bench_command(CLI::App& cli, command_action& action) {
                   "the platform makes them; replies at a fake of the platform)");
   cmd->add_option("--peers", opts->options.peers_dir,
                   "agent: directory of the peers' JSON results (bench/peers/results) to put "
-                  "side by side with troupe, as ratios");
+                  "side by side with troupe, as ratios; channel with --channel-type telegram: "
+                  "the directory holding openclaw/ (bench/peers), to run OpenClaw's Telegram "
+                  "channel beside troupe's with the same simulated users");
+  cmd->add_option("--users", opts->options.users,
+                  "channel, --channel-type telegram: numbers of simulated Telegram users, one "
+                  "level each (default 1,10,100); each sends --runs messages (default "
+                  "ceil(20/N)) one at a time through the Bot API fake in polling mode")
+      ->delimiter(',');
+  cmd->add_option("--warmup-messages", opts->options.warmup_messages,
+                  "channel, telegram users: unrecorded messages of a warm-up user first "
+                  "(default 3)");
+  cmd->add_option("--task", opts->options.task,
+                  "agent: agent (the 3-step tool task, plus the one-round levels of one-round "
+                  "peer results such as OpenClaw's), one-round (only the one-round reply through "
+                  "troupe's OpenAI-compatible route) or all")
+      ->capture_default_str();
   cmd->add_option("--peers-out", opts->options.peers_out,
                   "agent: also write troupe-c<N>.json in the peers' format into this directory");
   cmd->add_option("--agent-script", opts->options.agent_script,

@@ -7,12 +7,15 @@
 #
 # Environment:
 #   TROUPE       troupe binary (default: build/release/bin/troupe in the repository)
-#   PEERS        peers to run, in order (default: "baseline openai-agents langgraph";
-#                baseline is the framework-free reference, see the README)
+#   PEERS        peers to run, in order (default: "baseline openai-agents langgraph openclaw";
+#                baseline is the framework-free reference, see the README; openclaw runs the
+#                one-round task through its gateway, see openclaw/README.md)
 #   CONCURRENCY  concurrency levels (default: "1 100 1000")
 #   RUNS_C1, RUNS_C100, RUNS_C1000, RUNS_C<N>   runs per level (default 200 / 2000 / 5000;
 #                other levels default to 10 x N)
 #   WARMUP       sequential warm-up runs per process, not recorded (default 20)
+#   OPENCLAW_CONCURRENCY  OpenClaw's levels (default "1 8"); OPENCLAW_RUNS_C<N> its runs per
+#                level (default 60 at 1, 20 x N otherwise); OPENCLAW_WARMUP (default 5)
 #   RESULTS      output directory (default: bench/peers/results)
 # The peers' packages must be installed first: npm ci --prefix bench/peers/<peer>
 # (make bench-peers does both).
@@ -21,7 +24,7 @@ set -euo pipefail
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(cd "$here/../.." && pwd)"
 TROUPE="${TROUPE:-$root/build/release/bin/troupe}"
-PEERS="${PEERS:-baseline openai-agents langgraph}"
+PEERS="${PEERS:-baseline openai-agents langgraph openclaw}"
 CONCURRENCY="${CONCURRENCY:-1 100 1000}"
 WARMUP="${WARMUP:-20}"
 RESULTS="${RESULTS:-$here/results}"
@@ -32,10 +35,14 @@ if [[ ! -x "$TROUPE" ]]; then
 fi
 for peer in $PEERS; do
   if [[ -f "$here/$peer/package.json" && ! -d "$here/$peer/node_modules" ]]; then
-    echo "run_peers.sh: $peer has no node_modules: npm ci --prefix bench/peers/$peer" >&2
+    echo "run_peers.sh: $peer has no node_modules: make bench-peers-install (or npm ci --prefix bench/peers/$peer)" >&2
     exit 2
   fi
 done
+if [[ " $PEERS " == *" openclaw "* && ! -x "$here/openclaw/runtime/node_modules/.bin/node" ]]; then
+  echo "run_peers.sh: openclaw has no Node 24: make bench-peers-install" >&2
+  exit 2
+fi
 mkdir -p "$RESULTS"
 
 mock_out="$(mktemp)"
@@ -72,6 +79,22 @@ echo "node $(node --version), $(nproc) cores"
 
 status=0
 for peer in $PEERS; do
+  if [[ "$peer" == openclaw ]]; then
+    # One gateway per level, the one-round task (openclaw/README.md).
+    for c in ${OPENCLAW_CONCURRENCY:-1 8}; do
+      var="OPENCLAW_RUNS_C$c"
+      if [[ "$c" == 1 ]]; then def=60; else def=$((20 * c)); fi
+      runs="${!var:-$def}"
+      out="$RESULTS/openclaw-one-round-c$c.json"
+      echo "== openclaw (one-round) c=$c runs=$runs  (loadavg $(cat /proc/loadavg))"
+      if ! (cd "$here/openclaw" && node run.mjs --base-url "$origin/v1" --concurrency "$c" \
+            --runs "$runs" --warmup "${OPENCLAW_WARMUP:-5}" --json "$out"); then
+        echo "run_peers.sh: openclaw c=$c failed" >&2
+        status=1
+      fi
+    done
+    continue
+  fi
   for c in $CONCURRENCY; do
     var="RUNS_C$c"
     case "$c" in

@@ -2,6 +2,7 @@
 
 #include <algorithm>
 #include <array>
+#include <charconv>
 #include <deque>
 #include <future>
 #include <map>
@@ -157,6 +158,24 @@ struct request_json {
     }
     return std::nullopt;
   }
+  /// A chat_id: Telegram takes an integer or a string (a numeric id, or "@username" of a
+  /// channel, which this fake knows none of).
+  std::optional<std::int64_t> chat_id() const {
+    if (auto n = integer("chat_id")) {
+      return n;
+    }
+    std::string_view s;
+    if (object.at_key("chat_id").get_string().get(s) != simdjson::SUCCESS || s.empty()) {
+      return std::nullopt;
+    }
+    std::int64_t n = 0;
+    const auto* end = s.data() + s.size();
+    const auto [at, ec] = std::from_chars(s.data(), end, n);
+    if (ec != std::errc{} || at != end) {
+      return std::nullopt;
+    }
+    return n;
+  }
   std::optional<std::string> text(std::string_view key) const {
     std::string_view s;
     if (object.at_key(key).get_string().get(s) == simdjson::SUCCESS) {
@@ -250,6 +269,9 @@ struct fake_telegram::state {
   std::string webhook_url;
   std::string webhook_secret;
   std::function<void(std::string_view)> hook;
+  std::function<void(const telegram_sent&)> sent_hook;
+  /// setMyCommands' lists by scope type ("default", "all_private_chats", …), as JSON.
+  std::map<std::string, std::string> commands;
 
   // io thread only.
   std::vector<asio::steady_timer*> waiters;
@@ -396,7 +418,7 @@ asio::awaitable<http_response> get_updates(const request_json& req, state_ptr st
 }
 
 http_response send_message(const request_json& req, const state_ptr& st) {
-  const auto chat = req.integer("chat_id");
+  const auto chat = req.chat_id();
   if (!chat) {
     return error(400, "Bad Request: chat_id is empty");
   }
@@ -423,11 +445,14 @@ http_response send_message(const request_json& req, const state_ptr& st) {
   if (st->hook) {
     st->hook(m.text);
   }
+  if (st->sent_hook) {
+    st->sent_hook(m);
+  }
   return ok_with(message_json(m, false));
 }
 
 http_response edit_message_text(const request_json& req, const state_ptr& st) {
-  const auto chat = req.integer("chat_id");
+  const auto chat = req.chat_id();
   const auto id = req.integer("message_id");
   const auto text = req.text("text");
   if (!chat || !id) {
@@ -493,6 +518,64 @@ http_response delete_webhook(const state_ptr& st) {
   return ok_with("true", had ? "Webhook was deleted" : "Webhook is already deleted");
 }
 
+http_response delete_message(const request_json& req, const state_ptr& st) {
+  const auto chat = req.chat_id();
+  const auto id = req.integer("message_id");
+  if (!chat) {
+    return error(400, "Bad Request: chat_id is empty");
+  }
+  if (!id) {
+    return error(400, "Bad Request: message identifier is not specified");
+  }
+  const std::lock_guard lock(st->mutex);
+  auto it = std::find_if(st->sent.begin(), st->sent.end(), [&](const telegram_sent& m) {
+    return m.chat_id == *chat && m.message_id == *id;
+  });
+  if (it == st->sent.end() || it->deleted) {
+    return error(400, "Bad Request: message to delete not found");
+  }
+  it->deleted = true;
+  return ok_with("true");
+}
+
+/// The scope key of a (set|delete|get)MyCommands call: its scope's type, "default" without.
+std::string commands_scope(const request_json& req) {
+  std::string_view type;
+  if (req.object.at_pointer("/scope/type").get_string().get(type) == simdjson::SUCCESS) {
+    return std::string(type);
+  }
+  return "default";
+}
+
+/// setMyCommands: at most 100 commands, each 1-32 characters of a-z, 0-9 and _, with a
+/// description of 1-256 characters, as Telegram checks them.
+http_response set_my_commands(const request_json& req, const state_ptr& st) {
+  simdjson::dom::array list;
+  if (req.object.at_key("commands").get_array().get(list) != simdjson::SUCCESS) {
+    return error(400, "Bad Request: parameter \"commands\" is required");
+  }
+  if (list.size() > 100) {
+    return error(400, "Bad Request: too many commands specified");
+  }
+  for (auto c : list) {
+    std::string_view command;
+    std::string_view description;
+    if (c.at_key("command").get_string().get(command) != simdjson::SUCCESS || command.empty() ||
+        command.size() > 32 || !std::all_of(command.begin(), command.end(), [](char ch) {
+          return (ch >= 'a' && ch <= 'z') || (ch >= '0' && ch <= '9') || ch == '_';
+        })) {
+      return error(400, "Bad Request: BOT_COMMAND_INVALID");
+    }
+    if (c.at_key("description").get_string().get(description) != simdjson::SUCCESS ||
+        description.empty() || utf16_length(description) > 256) {
+      return error(400, "Bad Request: command description is empty or too long");
+    }
+  }
+  const std::lock_guard lock(st->mutex);
+  st->commands[commands_scope(req)] = simdjson::to_string(list);
+  return ok_with("true");
+}
+
 asio::awaitable<http_response> answer(const std::string& method, const std::string& body,
                                       state_ptr st) {
   if (auto fault = st->faults.take(method)) {
@@ -512,7 +595,7 @@ asio::awaitable<http_response> answer(const std::string& method, const std::stri
     co_return edit_message_text(req, st);
   }
   if (method == "sendChatAction") {
-    if (!req.integer("chat_id")) {
+    if (!req.chat_id()) {
       co_return error(400, "Bad Request: chat_id is empty");
     }
     if (!req.text("action")) {
@@ -528,6 +611,22 @@ asio::awaitable<http_response> answer(const std::string& method, const std::stri
   }
   if (method == "getMe") {
     co_return ok_with(bot_user_json());
+  }
+  if (method == "deleteMessage") {
+    co_return delete_message(req, st);
+  }
+  if (method == "setMyCommands") {
+    co_return set_my_commands(req, st);
+  }
+  if (method == "deleteMyCommands") {
+    const std::lock_guard lock(st->mutex);
+    st->commands.erase(commands_scope(req));
+    co_return ok_with("true");
+  }
+  if (method == "getMyCommands") {
+    const std::lock_guard lock(st->mutex);
+    const auto it = st->commands.find(commands_scope(req));
+    co_return ok_with(it == st->commands.end() ? "[]" : it->second);
   }
   co_return error(404, "Not Found");
 }
@@ -631,6 +730,11 @@ std::string fake_telegram::update_json(std::int64_t update_id) const {
 void fake_telegram::on_send(std::function<void(std::string_view)> hook) {
   const std::lock_guard lock(state_->mutex);
   state_->hook = std::move(hook);
+}
+
+void fake_telegram::on_sent(std::function<void(const telegram_sent&)> hook) {
+  const std::lock_guard lock(state_->mutex);
+  state_->sent_hook = std::move(hook);
 }
 
 void fake_telegram::fail(std::string method, telegram_fault fault, std::size_t times) {

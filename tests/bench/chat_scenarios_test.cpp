@@ -121,6 +121,84 @@ TEST_CASE("troupe bench agent runs the peers' task through the chat API and veri
   check_child_cleaned_up(report.at("targets").as_object().at("c3.troupe").as_object());
 }
 
+TEST_CASE("troupe bench agent puts a one-round peer beside troupe's own one-round rows and "
+          "keeps it out of the tool task's table",
+          "[bench][cli][integration]") {
+  troupe::test::temp_dir dir;
+  const auto out = dir.path() / "agent.json";
+  const auto peers = dir.path() / "peers";
+  const auto peers_out = dir.path() / "peers-out";
+  std::filesystem::create_directories(peers);
+  // A one-round result at concurrency 2 (as bench/peers/openclaw writes) and a tool-task
+  // result at the same level, which must not be compared with the one-round rows.
+  std::ofstream(peers / "claw-one-round-c2.json")
+      << R"({"peer":"claw","task":"one-round","concurrency":2,"runs":10,"errors":0,)"
+         R"("runs_per_s":4.0,"latency_ms":{"p50":500,"p90":600,"p99":700,"max":700},)"
+         R"("beyond_mock_ms":{"p50":499,"p99":699},"rss_idle_mb":1000,"rss_peak_mb":1200,)"
+         R"("mem_per_concurrent_run_kb":100000,"cpu_ms_per_run":500.0})";
+  std::ofstream(peers / "tool-c2.json")
+      << R"({"peer":"tool","concurrency":2,"runs":9,"errors":0,"runs_per_s":2.0,)"
+         R"("latency_ms":{"p50":500,"p90":900,"p99":1000,"max":1000},"rss_idle_mb":100,)"
+         R"("rss_peak_mb":101,"mem_per_concurrent_run_kb":341.3,"cpu_ms_per_run":4.0})";
+  auto r = run_command(bench + "--scenario agent --task one-round --runs 12 --quiet --no-chart " +
+                       "--out " + out.string() + " --peers " + peers.string() + " --peers-out " +
+                       peers_out.string() + " 2>&1");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const auto report = read_report(out);
+  // Only the peer's level runs, and no tool-task level.
+  CHECK(metric(report, "one_round.c2.runs") == 12);
+  CHECK(metric(report, "one_round.c2.errors") == 0);
+  CHECK(metric(report, "one_round.c2.mock_calls_per_run") == 1);
+  CHECK(metric(report, "one_round.mock_own_time.count") > 0);
+  CHECK(metric(report, "one_round.c2.vs.claw.runs_per_s_ratio") ==
+        Approx(metric(report, "one_round.c2.runs_per_s") / 4.0));
+  CHECK(metric(report, "one_round.c2.vs.claw.cpu_per_run_ratio") ==
+        Approx(metric(report, "one_round.c2.cpu_ms_per_run") / 500.0));
+  const auto& metrics = report.at("metrics").as_object();
+  CHECK_FALSE(metrics.contains("c2.runs"));
+  CHECK_FALSE(metrics.contains("one_round.c2.vs.tool.runs_per_s_ratio"));
+  CHECK(r.output.find("one-round reply") != std::string::npos);
+  const auto row = read_report(peers_out / "troupe-one-round-c2.json");
+  CHECK(row.at("task").as_string() == "one-round");
+  CHECK(row.at("errors").to_number<int>() == 0);
+  check_child_cleaned_up(report.at("targets").as_object().at("one_round.c2.troupe").as_object());
+}
+
+TEST_CASE("troupe bench channel --channel-type telegram --users answers every simulated "
+          "user's message once through the polling fake",
+          "[bench][cli][integration]") {
+  troupe::test::temp_dir dir;
+  const auto out = dir.path() / "telegram-users.json";
+  auto r = run_command(bench +
+                       "--scenario channel --channel-type telegram --users 1,4 --runs 3 "
+                       "--warmup-messages 1 --quiet --no-chart --out " +
+                       out.string() + " 2>&1");
+  INFO(r.output);
+  REQUIRE(r.status == 0);
+  const auto report = read_report(out);
+  CHECK(metric(report, "telegram.troupe.n1.messages") == 3);
+  CHECK(metric(report, "telegram.troupe.n1.replies") == 3);
+  CHECK(metric(report, "telegram.troupe.n4.messages") == 12);
+  CHECK(metric(report, "telegram.troupe.n4.replies") == 12);
+  for (const auto* level : {"n1", "n4"}) {
+    const std::string p = std::string("telegram.troupe.") + level;
+    CHECK(metric(report, p + ".duplicates") == 0);
+    CHECK(metric(report, p + ".lost") == 0);
+    CHECK(metric(report, p + ".tag_mismatches") == 0);
+    CHECK(metric(report, p + ".latency.count") == metric(report, p + ".replies"));
+    CHECK(metric(report, p + ".rss_peak_kib") >= metric(report, p + ".rss_idle_kib"));
+    CHECK(metric(report, p + ".cpu_ms_per_message") > 0);
+  }
+  // troupe polled the fake, and the fake answered every call it made.
+  const auto& calls = report.at("troupe_bot_api_calls").as_object();
+  CHECK(calls.contains("getUpdates"));
+  CHECK(calls.at("sendMessage").as_object().at("200").to_number<int>() == 3 + 12 + 1);
+  CHECK(r.output.find("telegram: N users") != std::string::npos);
+  // Without --peers, no OpenClaw row.
+  CHECK_FALSE(report.at("metrics").as_object().contains("telegram.openclaw.n1.replies"));
+}
+
 TEST_CASE("troupe bench storage counts the rows troupe persisted for every run",
           "[bench][cli][integration]") {
   troupe::test::temp_dir dir;

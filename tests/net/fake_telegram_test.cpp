@@ -3,6 +3,9 @@
 #include <chrono>
 #include <string>
 #include <thread>
+#include <vector>
+
+#include <fmt/format.h>
 
 #include "support/fake_telegram.hpp"
 #include "support/wait_until.hpp"
@@ -227,6 +230,54 @@ TEST_CASE("fake telegram: a wrong token is 401 and an unknown method 404",
   CHECK(classified(wrong).kind == tg::answer_kind::unauthorized);
   CHECK(call(fake, "sendPigeon", "{}").status == 404);
   CHECK(classified(call(fake, "getMe", "{}")).ok());
+}
+
+TEST_CASE("fake telegram: a chat_id may be a numeric string, as Telegram takes it, and the "
+          "sent hook sees the chat",
+          "[net][telegram][fake]") {
+  fake_telegram fake;
+  std::vector<std::int64_t> chats;
+  fake.on_sent([&chats](const telegram_sent& m) { chats.push_back(m.chat_id); });
+  CHECK(classified(call(fake, "sendMessage", R"({"chat_id":"4242","text":"hi"})")).ok());
+  CHECK(classified(call(fake, "sendChatAction", R"({"chat_id":"4242","action":"typing"})")).ok());
+  const auto named = call(fake, "sendMessage", R"({"chat_id":"@nobody","text":"hi"})");
+  CHECK(named.status == 400);
+  REQUIRE(fake.sent().size() == 1);
+  CHECK(fake.sent()[0].chat_id == 4242);
+  CHECK(chats == std::vector<std::int64_t>{4242});
+}
+
+TEST_CASE("fake telegram: deleteMessage removes a sent message once", "[net][telegram][fake]") {
+  fake_telegram fake;
+  const auto sent = classified(call(fake, "sendMessage", send_body(5, "draft")));
+  REQUIRE(sent.message_id);
+  const auto body = fmt::format(R"({{"chat_id":5,"message_id":{}}})", *sent.message_id);
+  CHECK(classified(call(fake, "deleteMessage", body)).ok());
+  const auto again = call(fake, "deleteMessage", body);
+  CHECK(again.status == 400);
+  CHECK(again.body.find("message to delete not found") != std::string::npos);
+  CHECK(call(fake, "deleteMessage", R"({"chat_id":5,"message_id":999})").status == 400);
+  REQUIRE(fake.sent().size() == 1);
+  CHECK(fake.sent()[0].deleted);
+}
+
+TEST_CASE("fake telegram: the command menu is checked as Telegram checks it and kept per scope",
+          "[net][telegram][fake]") {
+  fake_telegram fake;
+  CHECK(classified(call(fake, "setMyCommands",
+                        R"({"commands":[{"command":"help","description":"Show help."}]})"))
+            .ok());
+  CHECK(call(fake, "getMyCommands", "{}").body.find(R"("command":"help")") != std::string::npos);
+  CHECK(call(fake, "getMyCommands", R"({"scope":{"type":"all_group_chats"}})").body ==
+        R"({"ok":true,"result":[]})");
+  CHECK(call(fake, "setMyCommands", R"({"commands":[{"command":"Help","description":"x"}]})")
+            .status == 400);
+  CHECK(
+      call(fake, "setMyCommands", R"({"commands":[{"command":"help","description":""}]})").status ==
+      400);
+  CHECK(call(fake, "setMyCommands", "{}").status == 400);
+  CHECK(classified(call(fake, "deleteMyCommands", "{}")).ok());
+  CHECK(call(fake, "getMyCommands", "{}").body == R"({"ok":true,"result":[]})");
 }
 
 TEST_CASE("fake telegram: an edit with the same text is 'message is not modified'",

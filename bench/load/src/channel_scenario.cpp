@@ -63,6 +63,9 @@ expected<void> create_channel(const troupe_server& troupe, const channel_driver&
 } // namespace
 
 expected<void> run_channel(const scenario_options& o, bench_report& report) {
+  if (o.channel_type == "telegram" && (!o.peers_dir.empty() || !o.users.empty())) {
+    return run_telegram_users(o, report);
+  }
   const std::size_t threads = o.conversations ? o.conversations : 1'000;
   const std::size_t per_thread = o.runs ? o.runs : 5;
   mock::mock_llm_options mock_options;

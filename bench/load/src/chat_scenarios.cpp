@@ -46,6 +46,10 @@ constexpr std::string_view agent_task =
     "Read the file input.txt and tell me in one sentence what it is.";
 /// Only mock-llm's scripted final answer contains this.
 constexpr std::string_view answer_marker = "[agent-scenario answer from mock-llm]";
+/// The one-round task (bench/peers/openclaw): one model round, no tool. mock-llm's first
+/// rule in agent_scenario.jsonl answers it with a text carrying `one_round_marker`.
+constexpr std::string_view one_round_message = "[bench one-round] Say hello in one sentence.";
+constexpr std::string_view one_round_marker = "[one-round answer from mock-llm]";
 constexpr std::string_view setup_message = "[troupe bench setup] hello";
 constexpr std::string_view idle_message = "[troupe bench idle] hello again";
 /// Sequential unrecorded runs before the measured load (as the peers do).
@@ -285,6 +289,27 @@ latency_histogram measure_mock_time(const std::string& mock_origin, unsigned pai
   load_options lo;
   lo.concurrency = 1;
   lo.max_requests = pairs;
+  lo.duration = std::chrono::seconds(30);
+  lo.warmup = std::chrono::milliseconds(200);
+  return run_load(lo, work).latency;
+}
+
+/// Times one one-round completion call (streamed, as troupe and OpenClaw call their provider)
+/// sent straight to the mock, one at a time.
+latency_histogram measure_mock_one_round(const std::string& mock_origin, unsigned calls) {
+  request_template call;
+  call.url = mock_origin + "/v1/chat/completions";
+  call.headers = {{"Content-Type", "application/json"}};
+  call.body = fmt::format(
+      R"({{"model":"mock-llm","stream":true,"messages":[{{"role":"user","content":{}}}]}})",
+      json_text(one_round_message));
+  const auto* cp = &call;
+  workload_fn work = [cp](net::http_client& client, std::chrono::milliseconds timeout) {
+    return send_request(client, cp, timeout, nullptr);
+  };
+  load_options lo;
+  lo.concurrency = 1;
+  lo.max_requests = calls;
   lo.duration = std::chrono::seconds(30);
   lo.warmup = std::chrono::milliseconds(200);
   return run_load(lo, work).latency;
@@ -548,6 +573,129 @@ expected<agent_level> run_agent_level(const scenario_options& o, local_mock& moc
   return out;
 }
 
+/// Why a one-round answer of troupe's OpenAI-compatible route does not count, or nullopt.
+std::optional<std::string> check_one_round_answer(std::string_view body) {
+  auto answer = parse_object(body);
+  if (!answer) {
+    return std::string("bad_answer");
+  }
+  const auto* choices = answer->if_contains("choices");
+  if (!choices || !choices->is_array() || choices->as_array().empty() ||
+      !choices->as_array()[0].is_object()) {
+    return std::string("no_choice");
+  }
+  const auto* message = choices->as_array()[0].as_object().if_contains("message");
+  if (!message || !message->is_object() ||
+      string_field(message->as_object(), "content").find(one_round_marker) == std::string::npos) {
+    return std::string("wrong_answer");
+  }
+  return std::nullopt;
+}
+
+asio::awaitable<std::optional<std::string>> one_round_run(net::http_client& client,
+                                                          const request_template* t,
+                                                          std::chrono::milliseconds timeout) {
+  std::string body;
+  auto pending = send_request(client, t, timeout, &body);
+  auto failure = co_await std::move(pending);
+  if (failure) {
+    co_return failure;
+  }
+  co_return check_one_round_answer(body);
+}
+
+/// One level of the one-round task on troupe: a fresh troupe with the tool-less agent, 20
+/// unrecorded requests, then a closed loop of `concurrency` clients on its OpenAI-compatible
+/// POST /v1/chat/completions (non-streamed, as the OpenClaw peer calls OpenClaw's).
+expected<agent_level> run_one_round_level(const scenario_options& o, local_mock& mock,
+                                          const std::string& mock_origin, unsigned concurrency,
+                                          unsigned runs, bench_report& report) {
+  agent_level out;
+  out.concurrency = concurrency;
+  troupe_setup setup;
+  setup.provider_base_url = mock_origin + "/v1";
+  setup.agents = {{std::string(chat_agent_name), {}, 4}};
+  setup.settings = agent_settings;
+  auto opened = open_troupe(o, setup);
+  if (!opened) {
+    return tl::unexpected(opened.error());
+  }
+  auto troupe = std::move(*opened);
+  const std::string level = fmt::format("one_round.c{}", concurrency);
+  report.targets[level + ".troupe"] = troupe->describe();
+  request_template t = troupe_post(*troupe, "/v1/chat/completions");
+  t.body = fmt::format(R"({{"model":{},"messages":[{{"role":"user","content":{}}}]}})",
+                       json_text(chat_agent_name), json_text(one_round_message));
+  const auto* tp = &t;
+  workload_fn work = [tp](net::http_client& client, std::chrono::milliseconds timeout) {
+    return one_round_run(client, tp, timeout);
+  };
+  load_options warm;
+  warm.concurrency = 1;
+  warm.max_requests = warmup_runs;
+  warm.duration = std::chrono::minutes(5);
+  warm.timeout = std::max(o.timeout, std::chrono::milliseconds(30'000));
+  const auto warmed = run_load(warm, work);
+  if (warmed.failed > 0) {
+    return fail(errc::unavailable,
+                fmt::format("{} of {} one-round warm-up requests failed (first kind: {})\n{}",
+                            warmed.failed, warmup_runs, warmed.errors_by_kind.begin()->first,
+                            troupe->log_tail()));
+  }
+  std::this_thread::sleep_for(2s); // as the agent levels: the warm-up's runs leave memory
+  const pid_t pid = troupe->pid();
+  std::optional<std::chrono::microseconds> cpu_before;
+  if (pid > 0) {
+    if (auto m = read_process_memory(pid); m) {
+      out.rss_idle_kib = m->rss_kib;
+    }
+    out.hwm_reset = reset_peak_memory(pid);
+    if (auto cpu = read_process_cpu(pid); cpu) {
+      cpu_before = *cpu;
+    }
+  }
+  const auto mock_before = mock.stats().completion_requests;
+  const auto bench_cpu_before = own_cpu();
+  std::optional<memory_sampler> sampler;
+  if (pid > 0) {
+    sampler.emplace(pid, 10ms);
+  }
+  load_options lo;
+  lo.concurrency = concurrency;
+  lo.max_requests = runs;
+  lo.duration = std::chrono::minutes(30);
+  lo.timeout = std::max(o.timeout, std::chrono::milliseconds(120'000));
+  lo.progress_label = o.progress ? fmt::format("one-round c{}", concurrency) : "";
+  out.started_at = utc_now();
+  out.load = run_load(lo, work);
+  const auto bench_cpu = own_cpu() - bench_cpu_before;
+  const auto mock_calls = mock.stats().completion_requests - mock_before;
+  const double runs_done = static_cast<double>(out.load.succeeded + out.load.failed);
+  const double seconds = std::chrono::duration<double>(out.load.elapsed).count();
+  out.runs_per_s = seconds > 0 ? static_cast<double>(out.load.succeeded) / seconds : 0;
+  out.mock_calls_per_run = runs_done > 0 ? static_cast<double>(mock_calls) / runs_done : 0;
+  out.bench_cpu_ms_per_run =
+      runs_done > 0 ? static_cast<double>(bench_cpu.count()) / 1e3 / runs_done : 0;
+  if (pid > 0) {
+    if (auto m = read_process_memory(pid); m) {
+      out.rss_peak_kib = std::max(out.hwm_reset ? m->hwm_kib : 0, sampler->peak_kib());
+    }
+    if (auto cpu = read_process_cpu(pid); cpu && cpu_before && runs_done > 0) {
+      out.cpu_ms_per_run = static_cast<double>((*cpu - *cpu_before).count()) / 1e3 / runs_done;
+    }
+  }
+  sampler.reset();
+  if (mock_calls != out.load.succeeded && out.load.failed == 0) {
+    out.problems.push_back(fmt::format(
+        "mock-llm saw {} completion requests for {} one-round runs (expected 1 per run)",
+        mock_calls, out.load.succeeded));
+  }
+  if (const int status = troupe->stop(std::chrono::seconds(15)); status != 0) {
+    out.problems.push_back(fmt::format("troupe exited with status {}", status));
+  }
+  return out;
+}
+
 double kib_to_mib(std::uint64_t kib) {
   return static_cast<double>(kib) / 1024.0;
 }
@@ -559,10 +707,12 @@ double mem_per_run_kib(const agent_level& l) {
 }
 
 /// troupe's figures of a level in the peers' result format (bench/peers/README.md).
-json::object peer_format(const agent_level& l, const scenario_options& o) {
+json::object peer_format(const agent_level& l, const scenario_options& o,
+                         std::string_view task = "agent") {
   const auto ms = [](std::uint64_t ns) { return std::round(static_cast<double>(ns) / 1e3) / 1e3; };
   json::object r;
   r["peer"] = "troupe";
+  r["task"] = task;
   r["concurrency"] = l.concurrency;
   r["runs"] = l.load.succeeded + l.load.failed;
   r["errors"] = l.load.failed;
@@ -625,6 +775,13 @@ double number_at(const json::object& o, std::string_view key) {
   return v && v->is_number() ? v->to_number<double>() : 0.0;
 }
 
+/// The task a peer result measured: "agent" (the 3-step tool task; results without the
+/// field) or "one-round" (bench/peers/openclaw).
+std::string task_of(const json::object& peer) {
+  auto task = string_field(peer, "task");
+  return task.empty() ? std::string("agent") : task;
+}
+
 /// The side-by-side table of one level and its ratio metrics.
 void compare_with_peers(const agent_level& l, const std::vector<json::object>& peers,
                         bench_report& report) {
@@ -643,7 +800,7 @@ void compare_with_peers(const agent_level& l, const std::vector<json::object>& p
   const std::string level = fmt::format("c{}", l.concurrency);
   bool any = false;
   for (const auto& peer : peers) {
-    if (number_at(peer, "concurrency") != l.concurrency) {
+    if (number_at(peer, "concurrency") != l.concurrency || task_of(peer) != "agent") {
       continue;
     }
     any = true;
@@ -676,9 +833,68 @@ void compare_with_peers(const agent_level& l, const std::vector<json::object>& p
   }
 }
 
+/// The one-round table of one level: troupe's OpenAI-compatible route beside the peers that
+/// ran the same task (OpenClaw's), with ratios troupe / peer.
+void compare_one_round(const agent_level& l, const latency_histogram& mock_time,
+                       const std::vector<json::object>& peers, bench_report& report) {
+  const auto ms = [](std::uint64_t ns) { return static_cast<double>(ns) / 1e6; };
+  const double p50 = ms(l.load.latency.percentile_ns(50));
+  const double p99 = ms(l.load.latency.percentile_ns(99));
+  const double beyond50 = p50 - ms(mock_time.percentile_ns(50));
+  const double beyond99 = p99 - ms(mock_time.percentile_ns(99));
+  std::string table = fmt::format(
+      "one-round reply (OpenAI-compatible route) at concurrency {}, side by side (ratios: troupe "
+      "/ peer)\n  {:<10} {:>8} {:>9} {:>9} {:>12} {:>12} {:>9} {:>9} {:>10} {:>9} {:>9} {:>9} "
+      "{:>9}\n",
+      l.concurrency, "runtime", "runs/s", "p50 ms", "p99 ms", "p50-mock ms", "p99-mock ms",
+      "RSS idle", "RSS peak", "CPU ms/run", "runs/s x", "p50 x", "peak x", "CPU x");
+  table +=
+      fmt::format("  {:<10} {:>8.1f} {:>9.2f} {:>9.2f} {:>12.2f} {:>12.2f} {:>8.1f}M {:>8.1f}M "
+                  "{:>10.3f}\n",
+                  "troupe", l.runs_per_s, p50, p99, beyond50, beyond99, kib_to_mib(l.rss_idle_kib),
+                  kib_to_mib(l.rss_peak_kib), l.cpu_ms_per_run);
+  bool any = false;
+  for (const auto& peer : peers) {
+    if (number_at(peer, "concurrency") != l.concurrency || task_of(peer) != "one-round") {
+      continue;
+    }
+    any = true;
+    const auto name = string_field(peer, "peer");
+    const auto* lat_value = peer.if_contains("latency_ms");
+    const json::object empty;
+    const auto& lat = lat_value && lat_value->is_object() ? lat_value->as_object() : empty;
+    const auto* beyond_value = peer.if_contains("beyond_mock_ms");
+    const auto& beyond =
+        beyond_value && beyond_value->is_object() ? beyond_value->as_object() : empty;
+    const double runs_per_s = number_at(peer, "runs_per_s");
+    const double peer_p50 = number_at(lat, "p50");
+    const double peak = number_at(peer, "rss_peak_mb");
+    const double cpu = number_at(peer, "cpu_ms_per_run");
+    const auto ratio = [](double a, double b) { return b > 0 ? a / b : 0.0; };
+    const double runs_x = ratio(l.runs_per_s, runs_per_s);
+    const double p50_x = ratio(p50, peer_p50);
+    const double peak_x = ratio(kib_to_mib(l.rss_peak_kib), peak);
+    const double cpu_x = ratio(l.cpu_ms_per_run, cpu);
+    table += fmt::format("  {:<10} {:>8.2f} {:>9.2f} {:>9.2f} {:>12.2f} {:>12.2f} {:>8.1f}M "
+                         "{:>8.1f}M {:>10.3f} {:>8.1f}x {:>8.4f}x {:>8.4f}x {:>8.4f}x\n",
+                         name, runs_per_s, peer_p50, number_at(lat, "p99"),
+                         number_at(beyond, "p50"), number_at(beyond, "p99"),
+                         number_at(peer, "rss_idle_mb"), peak, cpu, runs_x, p50_x, peak_x, cpu_x);
+    const auto prefix = fmt::format("one_round.c{}.vs.{}", l.concurrency, name);
+    report.add(prefix + ".runs_per_s_ratio", runs_x);
+    report.add(prefix + ".p50_ratio", p50_x);
+    report.add(prefix + ".p99_ratio", ratio(p99, number_at(lat, "p99")));
+    report.add(prefix + ".rss_peak_ratio", peak_x);
+    report.add(prefix + ".cpu_per_run_ratio", cpu_x);
+  }
+  if (any) {
+    report.tables.push_back(std::move(table));
+  }
+}
+
 void add_level_metrics(const agent_level& l, const latency_histogram& mock_time,
-                       bench_report& report) {
-  const std::string p = fmt::format("c{}", l.concurrency);
+                       bench_report& report, std::string_view prefix = "") {
+  const std::string p = fmt::format("{}c{}", prefix, l.concurrency);
   report.add(p + ".runs", static_cast<double>(l.load.succeeded + l.load.failed));
   report.add(p + ".runs_per_s", l.runs_per_s);
   report.add_latency(p + ".latency", l.load.latency);
@@ -771,6 +987,29 @@ expected<void> run_agent(const scenario_options& o, bench_report& report) {
     report.extra["peers"] = std::move(raw);
     report.targets["peers"] = o.peers_dir;
   }
+  if (o.task != "agent" && o.task != "one-round" && o.task != "all") {
+    return fail(errc::invalid_argument, fmt::format("--task {}: agent, one-round or all", o.task));
+  }
+  // The one-round levels: the peers' one-round concurrencies (OpenClaw's), else 1 and 8.
+  std::vector<unsigned> one_round_levels;
+  for (const auto& p : peers) {
+    const auto c = static_cast<unsigned>(number_at(p, "concurrency"));
+    if (task_of(p) == "one-round" && c > 0 &&
+        std::find(one_round_levels.begin(), one_round_levels.end(), c) == one_round_levels.end()) {
+      one_round_levels.push_back(c);
+    }
+  }
+  std::sort(one_round_levels.begin(), one_round_levels.end());
+  if (o.task == "agent" && one_round_levels.empty()) {
+    // no one-round peers: the agent task only
+  } else if (o.concurrency > 0 && o.task == "one-round") {
+    one_round_levels = {o.concurrency};
+  } else if (one_round_levels.empty()) {
+    one_round_levels = {1, 8};
+  }
+  if (o.task == "one-round") {
+    levels.clear();
+  }
   for (const unsigned c : levels) {
     const unsigned runs = o.runs ? o.runs : default_runs(c);
     auto level = run_agent_level(o, *mock->mock, mock->origin, c, runs, false, report);
@@ -793,6 +1032,44 @@ expected<void> run_agent(const scenario_options& o, bench_report& report) {
     if (!peers.empty()) {
       compare_with_peers(*level, peers, report);
     }
+  }
+  if (!one_round_levels.empty()) {
+    const auto own = measure_mock_one_round(mock->origin, 200);
+    report.add_latency("one_round.mock_own_time", own);
+    for (const unsigned c : one_round_levels) {
+      const unsigned runs = o.runs ? o.runs : std::max(200u, 50u * c);
+      auto level = run_one_round_level(o, *mock->mock, mock->origin, c, runs, report);
+      if (!level) {
+        return tl::unexpected(level.error());
+      }
+      add_level_metrics(*level, own, report, "one_round.");
+      auto row = peer_format(*level, o, "one-round");
+      report.steps.push_back(row);
+      if (!o.peers_out.empty()) {
+        std::error_code ec;
+        std::filesystem::create_directories(o.peers_out, ec);
+        const auto path =
+            std::filesystem::path(o.peers_out) / fmt::format("troupe-one-round-c{}.json", c);
+        std::ofstream file(path, std::ios::binary | std::ios::trunc);
+        file << json::serialize(row) << "\n";
+        if (!file) {
+          return fail(errc::io_error, fmt::format("cannot write {}", path.string()));
+        }
+      }
+      compare_one_round(*level, own, peers, report);
+    }
+    report.notes.push_back(
+        "one-round task (the OpenClaw peer's, bench/peers/openclaw): POST /v1/chat/completions "
+        "on troupe's OpenAI-compatible route, model bench-chat (no tools), non-streamed, the "
+        "message \"[bench one-round] Say hello in one sentence.\" that mock-llm answers in one "
+        "round; verified per request (the mock's text in choices[0].message.content) and 1 mock "
+        "call per request; 20 unrecorded warm-up requests on a fresh troupe per level. "
+        "one_round.mock_own_time = that call sent straight to the mock; p50-mock = latency minus "
+        "it. troupe is one process; OpenClaw's RSS and CPU are summed over its gateway and "
+        "helper processes");
+  }
+  if (levels.empty()) {
+    return {};
   }
   report.notes.push_back(
       "each run: POST /api/v1/chat (blocking) continuing a conversation created beforehand with "

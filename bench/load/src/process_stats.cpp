@@ -2,6 +2,7 @@
 
 #include <unistd.h>
 
+#include <deque>
 #include <filesystem>
 #include <fstream>
 #include <sstream>
@@ -78,6 +79,66 @@ expected<std::chrono::microseconds> read_process_cpu(pid_t pid) {
   return std::chrono::microseconds(ticks * 1'000'000 / per_second);
 }
 
+std::vector<pid_t> process_tree(pid_t pid) {
+  std::vector<pid_t> out;
+  std::deque<pid_t> queue{pid};
+  while (!queue.empty()) {
+    const pid_t p = queue.front();
+    queue.pop_front();
+    std::error_code ec;
+    std::filesystem::directory_iterator tasks(fmt::format("/proc/{}/task", p), ec);
+    if (ec) {
+      continue; // gone
+    }
+    out.push_back(p);
+    for (const auto& task : tasks) {
+      std::ifstream in(task.path() / "children");
+      for (long child = 0; in >> child;) {
+        queue.push_back(static_cast<pid_t>(child));
+      }
+    }
+  }
+  return out;
+}
+
+expected<process_memory> read_tree_memory(pid_t pid) {
+  auto root = read_process_memory(pid);
+  if (!root) {
+    return root;
+  }
+  process_memory sum;
+  for (const pid_t p : process_tree(pid)) {
+    if (auto m = read_process_memory(p); m) {
+      sum.rss_kib += m->rss_kib;
+      sum.hwm_kib += m->hwm_kib;
+      sum.threads += m->threads;
+    }
+  }
+  return sum;
+}
+
+bool reset_tree_peak_memory(pid_t pid) {
+  bool all = true;
+  for (const pid_t p : process_tree(pid)) {
+    all = reset_peak_memory(p) && all;
+  }
+  return all;
+}
+
+expected<std::chrono::microseconds> read_tree_cpu(pid_t pid) {
+  auto root = read_process_cpu(pid);
+  if (!root) {
+    return root;
+  }
+  std::chrono::microseconds sum{0};
+  for (const pid_t p : process_tree(pid)) {
+    if (auto cpu = read_process_cpu(p); cpu) {
+      sum += *cpu;
+    }
+  }
+  return sum;
+}
+
 std::uint64_t socket_stats::tcp_mem_kib() const noexcept {
   return tcp_mem_pages * static_cast<std::uint64_t>(::sysconf(_SC_PAGESIZE)) / 1024;
 }
@@ -128,10 +189,11 @@ expected<std::uint64_t> count_process_sockets(pid_t pid) {
   return sockets;
 }
 
-memory_sampler::memory_sampler(pid_t pid, std::chrono::milliseconds interval) {
-  thread_ = std::thread([this, pid, interval] {
+memory_sampler::memory_sampler(pid_t pid, std::chrono::milliseconds interval, bool tree) {
+  thread_ = std::thread([this, pid, interval, tree] {
     while (!stop_.load()) {
-      if (auto m = read_process_memory(pid); m && m->rss_kib > peak_kib_.load()) {
+      auto m = tree ? read_tree_memory(pid) : read_process_memory(pid);
+      if (m && m->rss_kib > peak_kib_.load()) {
         peak_kib_.store(m->rss_kib);
       }
       std::this_thread::sleep_for(interval);

@@ -97,5 +97,8 @@ expected<void> run_idle(const scenario_options& o, bench_report& report);
 
 // -- the channel scenario (channel_scenario.cpp) --
 expected<void> run_channel(const scenario_options& o, bench_report& report);
+/// channel with --channel-type telegram and --users or --peers: N simulated users through
+/// the Bot API fake in polling mode, troupe and OpenClaw (telegram_users.cpp).
+expected<void> run_telegram_users(const scenario_options& o, bench_report& report);
 
 } // namespace troupe::bench::detail

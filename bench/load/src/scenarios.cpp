@@ -497,6 +497,19 @@ json::object options_json(const scenario_options& o) {
   j["fire_hose"] = o.fire_hose;
   j["runs"] = o.runs;
   j["conversations"] = o.conversations;
+  if (o.scenario == "agent") {
+    j["task"] = o.task;
+  }
+  if (o.scenario == "channel") {
+    j["channel_type"] = o.channel_type.empty() ? "webhook" : o.channel_type;
+    json::array users;
+    for (const auto n : o.users) {
+      users.emplace_back(n);
+    }
+    j["users"] = std::move(users);
+    j["warmup_messages"] = o.warmup_messages;
+    j["peers"] = o.peers_dir;
+  }
   json::array settings;
   for (const auto& kv : o.troupe_settings) {
     settings.emplace_back(kv);

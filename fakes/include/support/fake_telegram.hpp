@@ -5,7 +5,9 @@
 // timeout, offset confirmation, 409 while a webhook is set or when a newer poll takes
 // over), sendMessage (HTML parse_mode checked the way Telegram refuses it: 400 "can't
 // parse entities"; empty and over-long texts refused), editMessageText (400 "message is
-// not modified"), sendChatAction, setWebhook, deleteWebhook, getMe; 401 for a wrong token,
+// not modified"), deleteMessage, sendChatAction, setWebhook, deleteWebhook, getMe,
+// set/delete/getMyCommands (checked as Telegram checks them); chat_id as an integer or a
+// numeric string, as Telegram takes it; 401 for a wrong token,
 // 404 for an unknown method. Failures on demand per method: 429 with retry_after, 500,
 // 400 can't parse entities, 403 blocked. Every call is recorded. With a webhook set,
 // `deliver_webhook` POSTs an update to it with the secret header, as Telegram does.
@@ -49,6 +51,8 @@ struct telegram_sent {
   /// "HTML" or "" (plain text).
   std::string parse_mode;
   unsigned edits = 0;
+  /// deleteMessage removed it.
+  bool deleted = false;
 };
 
 /// An inbound text message to queue as an update.
@@ -94,6 +98,9 @@ public:
   /// its final text), on the fake's io thread, outside its lock (the bench's reply
   /// tracker); set before traffic starts.
   void on_send(std::function<void(std::string_view text)> hook);
+  /// The same moment, with the whole message (its chat, for a bench that tells its
+  /// simulated users apart by chat).
+  void on_sent(std::function<void(const telegram_sent& message)> hook);
 
   /// The next `times` calls of `method` get `fault`.
   void fail(std::string method, telegram_fault fault, std::size_t times = 1);

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <thread>
+#include <vector>
 
 #include "troupe/runtime/error.hpp"
 
@@ -36,6 +37,21 @@ bool reset_peak_memory(pid_t pid);
 /// User + system CPU time the process has used, from /proc/<pid>/stat.
 expected<std::chrono::microseconds> read_process_cpu(pid_t pid);
 
+/// `pid` and its descendants, children before grandchildren (threads excluded), from
+/// /proc/<pid>/task/*/children; empty when `pid` is gone.
+std::vector<pid_t> process_tree(pid_t pid);
+
+/// Memory of `pid` and its descendants, summed (a page two of them share counts twice;
+/// `hwm_kib` sums each process's own peak, which need not have coincided). `not_found`
+/// when `pid` is gone.
+expected<process_memory> read_tree_memory(pid_t pid);
+
+/// `reset_peak_memory` on every process of the tree; false if any refused.
+bool reset_tree_peak_memory(pid_t pid);
+
+/// CPU time of `pid` and its descendants alive now, summed.
+expected<std::chrono::microseconds> read_tree_cpu(pid_t pid);
+
 /// Kernel socket counters of the whole machine (/proc/net/sockstat).
 struct socket_stats {
   /// TCP sockets in use, allocated, and the pages of memory TCP buffers hold.
@@ -60,7 +76,8 @@ expected<std::uint64_t> count_process_sockets(pid_t pid);
 /// where clear_refs is refused).
 class memory_sampler {
 public:
-  memory_sampler(pid_t pid, std::chrono::milliseconds interval);
+  /// `tree`: sample the summed RSS of the process and its descendants.
+  memory_sampler(pid_t pid, std::chrono::milliseconds interval, bool tree = false);
   ~memory_sampler();
   memory_sampler(const memory_sampler&) = delete;
   memory_sampler& operator=(const memory_sampler&) = delete;

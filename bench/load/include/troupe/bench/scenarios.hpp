@@ -95,6 +95,15 @@ struct scenario_options {
   /// channel: the platform driven (webhook, telegram, slack, wecom, wechat_mp, whatsapp,
   /// feishu, dingtalk; empty: webhook).
   std::string channel_type;
+  /// channel, telegram: the numbers of simulated users, one level each (default 1, 10,
+  /// 100); with `peers_dir` (the directory holding openclaw/) OpenClaw gets the same users.
+  std::vector<unsigned> users;
+  /// channel, telegram users: unrecorded messages of a warm-up user first (default 3).
+  unsigned warmup_messages = 0;
+  /// agent: "agent" (the 3-step tool task at 1/100/1000, plus the one-round levels of any
+  /// one-round peer results), "one-round" (only the one-round task: the peers' levels, or
+  /// --concurrency, or 1 and 8) or "all" (both, one-round at 1 and 8 without such peers).
+  std::string task = "agent";
   /// agent: a directory of the peers' JSON results (bench/peers/results) to compare with.
   std::string peers_dir;
   /// agent: also write troupe's result per level in the peers' format here
