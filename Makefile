@@ -2,6 +2,7 @@
 #   make run    install what is missing, build (release), start troupe on its defaults
 #   make test   install what is missing, build (release), run every test
 # Also: make asan | tsan | soak | fuzz | bench | format | check | build | deps | clean
+#       | console-screenshots
 
 SHELL := /bin/bash
 .DEFAULT_GOAL := run
@@ -20,7 +21,7 @@ APT_PACKAGES := build-essential cmake pkg-config ccache clang-format \
   libsimdjson-dev libcurl4-openssl-dev libssl-dev libsqlite3-dev catch2 libbenchmark-dev \
   libexpected-dev libseccomp-dev libre2-dev bubblewrap libfmt-dev libcli11-dev libtomlplusplus-dev libyaml-cpp-dev \
   libxml2-dev libexpat1-dev \
-  curl python3 python3-numpy python3-pandas python3-matplotlib nodejs
+  curl python3 python3-numpy python3-pandas python3-matplotlib nodejs chromium
 
 # Only `make fuzz` needs these: Debian's clang with libFuzzer (compiler-rt).
 FUZZ_PACKAGES := clang-14 libclang-rt-14-dev
@@ -31,7 +32,7 @@ FUZZ_TIME ?=
 
 SUDO := $(shell [ "$$(id -u)" = 0 ] || echo sudo)
 
-.PHONY: deps fuzz-deps npm-deps configure build run test asan tsan soak fuzz fuzz-build bench bench-peers bench-peers-install format \
+.PHONY: deps fuzz-deps npm-deps configure build run test console-screenshots asan tsan soak fuzz fuzz-build bench bench-peers bench-peers-install format \
   format-check check clean
 
 # install_missing(PACKAGES): apt-get installs those of PACKAGES that are not installed
@@ -56,11 +57,13 @@ fuzz-deps: deps
 	$(call install_missing,$(FUZZ_PACKAGES))
 
 ## npm-deps: the npm packages tests use (the official openai client; the MCP conformance
-## suite, server-everything, the MCP SDK and Node 22 for the suite), from the registry
+## suite, server-everything, the MCP SDK and Node 22 for the suite; playwright-core for the
+## console's browser tests, which drive Debian's chromium), from the registry
 ## with the committed lock files. npm itself comes with nodesource's nodejs, or from
 ## Debian's npm package when missing.
 OPENAI_CLIENT_DIR := tests/openai-client
 MCP_TEST_DIR := tests/mcp
+CONSOLE_TEST_DIR := tests/console
 npm-deps: deps
 	@command -v npm >/dev/null || { $(SUDO) apt-get update -qq && \
 	  DEBIAN_FRONTEND=noninteractive $(SUDO) apt-get install -y -qq --no-install-recommends npm; }
@@ -68,6 +71,8 @@ npm-deps: deps
 	  npm ci --prefix $(OPENAI_CLIENT_DIR) --no-audit --no-fund --loglevel=error
 	@[ $(MCP_TEST_DIR)/node_modules/.package-lock.json -nt $(MCP_TEST_DIR)/package-lock.json ] || \
 	  npm ci --prefix $(MCP_TEST_DIR) --no-audit --no-fund --loglevel=error
+	@[ $(CONSOLE_TEST_DIR)/node_modules/.package-lock.json -nt $(CONSOLE_TEST_DIR)/package-lock.json ] || \
+	  npm ci --prefix $(CONSOLE_TEST_DIR) --no-audit --no-fund --loglevel=error
 
 configure: deps
 	@[ -f $(BUILD_DIR)/CMakeCache.txt ] || cmake --preset $(PRESET)
@@ -82,6 +87,11 @@ run: build
 ## test: build and run every test (CI runs this)
 test: build npm-deps
 	cd $(BUILD_DIR) && ctest --output-on-failure -j $(JOBS) --timeout 600 $(CTEST_ARGS)
+
+## console-screenshots: the console's browser tests, writing every page's screenshot to
+## docs/console/ (docs/console.md shows them); make test writes them under build/ instead
+console-screenshots: build npm-deps
+	tests/console/run.sh $(CURDIR)/$(TROUPE) $(CURDIR)/$(BUILD_DIR)/tests/console --screenshots $(CURDIR)/docs/console
 
 ## asan: build with AddressSanitizer + UBSan and run every test
 asan:

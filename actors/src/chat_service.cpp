@@ -326,6 +326,7 @@ asio::awaitable<expected<submitted_run>> chat_service::submit(chat_submission su
   jo.final_data = std::move(submission.final_data);
   jo.directory = directory_;
   jo.awaited = submission.awaited;
+  jo.metrics = options_.metrics;
   if (options_.writer) {
     jo.writer = options_.writer;
   }

@@ -225,6 +225,7 @@ expected<void> node::impl::start_runs() {
   chat_options.tool_timeout = config.tools.timeout;
   chat_options.retention = config.api.run_retention;
   chat_options.journal_max_bytes = config.api.journal_max_bytes;
+  chat_options.metrics = std::make_shared<run_metrics>(metrics);
   chat = std::make_shared<chat_service>(*system, std::move(chat_options));
   chat_facade = std::make_shared<chat_service_facade>(chat);
   return {};

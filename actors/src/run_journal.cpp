@@ -20,6 +20,36 @@ namespace {
 constexpr std::size_t persist_group_entries = 64;
 constexpr std::size_t persist_group_bytes = 32 * 1024;
 
+/// The run counted in flight by /metrics from its submission until it ends, or until its
+/// journal goes away without an end (shutdown).
+struct run_in_flight {
+  std::shared_ptr<run_metrics> metrics;
+  std::chrono::steady_clock::time_point submitted = std::chrono::steady_clock::now();
+  bool ended = false;
+
+  run_in_flight() = default;
+  run_in_flight(const run_in_flight&) = delete;
+  run_in_flight& operator=(const run_in_flight&) = delete;
+  ~run_in_flight() {
+    if (metrics && !ended) {
+      metrics->abandoned();
+    }
+  }
+  void start(std::shared_ptr<run_metrics> m) {
+    metrics = std::move(m);
+    submitted = std::chrono::steady_clock::now();
+    if (metrics) {
+      metrics->started();
+    }
+  }
+  void end(std::string_view status) {
+    if (metrics && !ended) {
+      metrics->ended(status, std::chrono::steady_clock::now() - submitted);
+    }
+    ended = true;
+  }
+};
+
 struct journal_state {
   journal_options options;
   std::vector<journal_entry> entries;
@@ -47,6 +77,7 @@ struct journal_state {
   bool persist_timed = false;
   /// Told the write-failure warning once.
   bool warned = false;
+  run_in_flight in_flight;
 };
 
 using journal_self = homed_typed_actor<journal_state, run_journal_actor>*;
@@ -170,6 +201,7 @@ void finish(journal_self self, run_result result) {
   }
   st.finished = true;
   st.view.status = std::string(storage::to_string(result.status));
+  st.in_flight.end(st.view.status);
   if (result.status != storage::run_status::succeeded) {
     append(self, "error", error_data(st.options.run_id, result));
   }
@@ -204,6 +236,7 @@ void finish(journal_self self, run_result result) {
 run_journal_actor::behavior_type journal_behavior(journal_self self, journal_options options) {
   self->state.options = std::move(options);
   self->state.wait_owed = self->state.options.awaited;
+  self->state.in_flight.start(self->state.options.metrics);
   // The state is gone when attached functors run: what it holds is counted here too.
   self->attach_functor([held = self->state.held, dir = self->state.options.directory,
                         id = self->state.options.run_id, address = self->address()] {

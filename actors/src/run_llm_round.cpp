@@ -81,9 +81,12 @@ void on_llm_outcome(run_self self, completion_outcome out) {
       out.failure->kind != provider_failure::content_filtered) {
     const bool started = !out.answer.text.empty() || !out.answer.tool_calls.empty();
     if (!started) {
-      record_step(self, "llm", "llm_round", "failed", "{}",
-                  fmt::format(R"({{"model":"{}","failure":"{}"}})", st.model,
-                              to_string(out.failure->kind)));
+      json_writer failed;
+      failed.begin_object().key("model").value(st.model);
+      failed.key("failure").value(to_string(out.failure->kind));
+      failed.key("started_at").value(st.round_started_at);
+      failed.key("duration_ms").value(unix_millis_now() - st.round_started_at).end_object();
+      record_step(self, "llm", "llm_round", "failed", "{}", std::move(failed).str());
       if (is_retryable(out.failure->kind) && !st.on_fallback &&
           !st.spec.agent.fallback_model.empty()) {
         // Transient failure: switch to the fallback model and keep it for the rest of
@@ -114,7 +117,9 @@ void on_llm_outcome(run_self self, completion_outcome out) {
     w.begin_object().key("model").value(st.model).key("round").value(st.round);
     w.key("finish_reason").value(finish).key("kind").value(harness::to_string(kind));
     w.key("text_chars").value(out.answer.text.size());
-    w.key("tool_calls").raw(tool_calls_json(out.answer.tool_calls)).end_object();
+    w.key("tool_calls").raw(tool_calls_json(out.answer.tool_calls));
+    w.key("started_at").value(st.round_started_at);
+    w.key("duration_ms").value(unix_millis_now() - st.round_started_at).end_object();
     record_step(self, "llm", "llm_round", "done", "{}", std::move(w).str());
   }
   switch (kind) {
@@ -219,6 +224,7 @@ void send_round(run_self self) {
   request.tools = st.tool_defs;
   request.web_search = st.spec.agent.web_search == web_search_mode::builtin;
   auto id = std::make_shared<std::uint64_t>(0);
+  st.round_started_at = unix_millis_now();
   auto task =
       start_io(self, st.spec.io.http->get_executor(),
                llm_call(st.client, std::move(request), caf::actor_cast<run_actor>(self), st.round),

@@ -111,6 +111,9 @@ struct run_state {
   std::string model;
   bool on_fallback = false;
   int round = 0;
+  /// When the current round's request went out (ms since the epoch): its llm_round step
+  /// says when it started and how long it took (the console's timeline).
+  std::int64_t round_started_at = 0;
   int llm_calls = 0;
   std::uint64_t seq = 0;
   bool started = false;

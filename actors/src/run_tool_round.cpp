@@ -282,7 +282,9 @@ void end_tool_round(run_self self) {
         .key("call_id")
         .value(slot.call.id)
         .key("arguments")
-        .value(slot.call.arguments);
+        .value(slot.call.arguments)
+        .key("duration_ms")
+        .value(slot.duration.count());
     input.end_object();
     record_step(self, "tool", slot.call.name, std::string(harness::to_string(slot.status)),
                 std::move(input).str(), harness::summarize(slot.result.content, 2000));

@@ -235,10 +235,21 @@ asio::awaitable<expected<started_chat>> start_chat(state_ptr state, request_cont
                                                    std::optional<http_response>& answer,
                                                    bool awaited) {
   json_body body(ctx.request().body);
-  body.only({"agent", "message", "conversation_id", "files"});
+  body.only({"agent", "message", "conversation_id", "files", "queue_policy"});
   auto agent_name = body.text("agent", false, 256);
   auto message = body.text("message", true, max_message_bytes);
   auto conversation_id = body.text("conversation_id", false, 128);
+  // How this message queues while a run of the conversation is active (the agent's
+  // policy when absent).
+  std::optional<queue_policy> policy;
+  if (auto name = body.text("queue_policy", false, 32); name && !name->empty()) {
+    auto parsed = parse_queue_policy(*name);
+    if (!parsed) {
+      body.invalid("queue_policy", "must be followup, steer, interrupt or collect");
+    } else {
+      policy = *parsed;
+    }
+  }
   std::vector<std::string> file_ids;
   if (auto files = body.element("files")) {
     simdjson::dom::array list;
@@ -326,6 +337,7 @@ asio::awaitable<expected<started_chat>> start_chat(state_ptr state, request_cont
     submission.fresh = actors::chat_submission::fresh_conversation{*agent, {}};
   }
   submission.awaited = awaited;
+  submission.policy = policy;
   submission.final_data = [state, id = conversation.uuid, demo](const actors::run_result& r) {
     return run_outcome_json(*state, id, demo, r);
   };

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <map>
 #include <optional>
+#include <set>
 
 #include <fmt/format.h>
 
@@ -15,6 +16,7 @@
 #include "troupe/runtime/prompt/token_estimate.hpp"
 #include "troupe/storage/context_summaries.hpp"
 #include "troupe/storage/repositories.hpp"
+#include "troupe/storage/search.hpp"
 
 namespace troupe::api {
 
@@ -70,7 +72,9 @@ void write_message(json_writer& w, const storage::message_record& m,
     for (const auto& st : run->steps) {
       w.begin_object().key("seq").value(st.seq).key("kind").value(st.kind);
       w.key("name").value(st.name).key("status").value(st.status);
+      w.key("input").raw(st.input_json.empty() ? std::string_view("null") : st.input_json);
       w.key("output").raw(st.output_json.empty() ? std::string_view("null") : st.output_json);
+      w.key("created_at").value(st.created_at);
       w.end_object();
     }
     w.end_array();
@@ -90,11 +94,73 @@ own_conversation(const state_ptr& state, request_context& ctx, const api_caller&
   return *c;
 }
 
+/// `?q=words`: session search over the caller's messages; each conversation with a match
+/// once, best match first, with that match (`message_id`, `role`, `snippet` with the
+/// matched words in [ ], `created_at`). At most the 100 best messages are looked at.
+asio::awaitable<http_response> search_conversations(state_ptr state, api_caller caller,
+                                                    std::string text, storage::page p) {
+  storage::search_query q;
+  q.owner_user_id = caller.user_id;
+  q.text = std::move(text);
+  q.limit = 100;
+  expected<std::vector<storage::search_hit>> hits;
+  if (state->memory) {
+    auto searching = state->memory->search_messages(q);
+    hits = co_await std::move(searching);
+  } else {
+    hits = read(state, [&](auto& c) { return storage::search_messages(c, q); });
+  }
+  if (!hits) {
+    co_return error_response(hits.error());
+  }
+  std::vector<const storage::search_hit*> best;
+  std::set<storage::row_id> seen;
+  for (const auto& h : *hits) {
+    if (seen.insert(h.conversation_id).second) {
+      best.push_back(&h);
+    }
+  }
+  const auto total = static_cast<std::int64_t>(best.size());
+  json_writer w;
+  w.begin_object().key("data").begin_array();
+  for (auto i = static_cast<std::size_t>(std::min(p.offset, total));
+       i < best.size() && static_cast<std::int64_t>(i) < p.offset + p.limit; ++i) {
+    const auto& h = *best[i];
+    auto c = read(state,
+                  [&](auto& conn) { return storage::find_conversation(conn, h.conversation_id); });
+    if (!c) {
+      continue; // deleted since the search
+    }
+    w.begin_object();
+    w.key("id").value(c->uuid);
+    w.key("agent_id").value(c->agent_id);
+    w.key("title").value(c->title);
+    w.key("archived").value(c->archived);
+    w.key("created_at").value(c->created_at);
+    w.key("updated_at").value(c->updated_at);
+    w.key("match").begin_object().key("message_id").value(h.message_id);
+    w.key("role").value(h.role).key("snippet").value(h.snippet);
+    w.key("created_at").value(h.created_at).end_object();
+    w.end_object();
+  }
+  w.end_array().key("total").value(total).key("limit").value(p.limit);
+  w.key("offset").value(p.offset).key("query").value(q.text).end_object();
+  co_return http_response::json(200, std::move(w).str());
+}
+
 asio::awaitable<http_response> list_conversations(state_ptr state, request_context& ctx,
                                                   api_caller caller) {
   storage::page p;
   if (auto bad = read_page(ctx.request(), p)) {
     co_return *bad;
+  }
+  if (auto text = ctx.request().query_param("q"); !text.empty()) {
+    if (text.size() > 1024) {
+      co_return http_response::error(400, "invalid_argument", "q: at most 1024 bytes");
+    }
+    auto searching = search_conversations(state, caller, std::move(text), p);
+    auto answer = co_await std::move(searching);
+    co_return answer;
   }
   auto rows =
       read(state, [&](auto& c) { return storage::list_conversations_page(c, caller.user_id, p); });

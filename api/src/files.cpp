@@ -90,7 +90,9 @@ std::string content_disposition(std::string_view name) {
   return fmt::format("attachment; filename=\"{}\"; filename*=UTF-8''{}", ascii, encoded);
 }
 
-void write_file(json_writer& w, const storage::file_record& f, const api_state& state) {
+/// A file's view; `run_id`, when given, is the public id of the run that made it.
+void write_file(json_writer& w, const storage::file_record& f, const api_state& state,
+                const std::string* run_id = nullptr) {
   const auto expires =
       unix_seconds_now() +
       std::chrono::duration_cast<std::chrono::seconds>(state.config.signed_link_ttl).count();
@@ -104,6 +106,9 @@ void write_file(json_writer& w, const storage::file_record& f, const api_state& 
   w.key("created_at").value(f.created_at);
   w.key("download_url").value(signed_file_link(state.link_secret, f.uuid, expires));
   w.key("download_expires_at").value(expires);
+  if (run_id) {
+    w.key("run_id").value(*run_id);
+  }
   w.end_object();
 }
 
@@ -328,11 +333,44 @@ asio::awaitable<http_response> file_metadata(state_ptr state, request_context& c
   co_return http_response::json(200, std::move(w).str());
 }
 
+/// `?conversation_id=`: every file of one of the caller's conversations, oldest first, each
+/// with the `run_id` of the run that made it (null for an upload). Not paged: a
+/// conversation's files are few (at most 20 per message).
+asio::awaitable<http_response> conversation_files(state_ptr state, api_caller caller,
+                                                  std::string conversation_uuid) {
+  auto conversation = read(state, [&](auto& c) {
+    return storage::find_conversation_by_uuid(c, conversation_uuid, caller.user_id);
+  });
+  if (!conversation) {
+    co_return conversation.error().code == errc::not_found ? not_found("conversation")
+                                                           : error_response(conversation.error());
+  }
+  auto rows = read(state, [&](auto& c) {
+    return storage::list_conversation_files(c, caller.user_id, conversation->id);
+  });
+  if (!rows) {
+    co_return error_response(rows.error());
+  }
+  json_writer w;
+  w.begin_object().key("data").begin_array();
+  for (const auto& f : *rows) {
+    write_file(w, f.file, *state, f.run_uuid.empty() ? nullptr : &f.run_uuid);
+  }
+  w.end_array().key("total").value(static_cast<std::int64_t>(rows->size())).end_object();
+  co_return http_response::json(200, std::move(w).str());
+}
+
 asio::awaitable<http_response> list_files(state_ptr state, request_context& ctx,
                                           api_caller caller) {
   storage::page p;
   if (auto bad = read_page(ctx.request(), p)) {
     co_return *bad;
+  }
+  if (const auto conversation = ctx.request().query_param("conversation_id");
+      !conversation.empty()) {
+    auto answering = conversation_files(state, caller, conversation);
+    auto answer = co_await std::move(answering);
+    co_return answer;
   }
   // Newest first.
   auto rows = read(state, [&](auto& c) { return storage::list_files_page(c, caller.user_id, p); });

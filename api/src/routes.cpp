@@ -3,6 +3,7 @@
 
 #include "troupe/api/routes.hpp"
 
+#include "console.hpp"
 #include "lifecycle.hpp"
 #include "state.hpp"
 #include "troupe/api/files.hpp"
@@ -52,6 +53,7 @@ expected<void> add_routes(net::router& routes, const actors::node_services& serv
   };
   system_context.metrics_open = config.api.open_metrics;
   add_system_routes(routes, std::move(system_context));
+  add_console_routes(routes);
 
   route_table table(routes, state);
   add_user_routes(table);

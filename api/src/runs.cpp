@@ -105,6 +105,46 @@ asio::awaitable<http_response> get_run(state_ptr state, request_context& ctx, ap
   co_return http_response::json(200, std::move(w).str());
 }
 
+/// `GET /api/v1/runs`: the caller's runs, newest first (paged); `status=active` keeps the
+/// queued and running ones, `conversation_id` one conversation's.
+asio::awaitable<http_response> list_runs(state_ptr state, request_context& ctx, api_caller caller) {
+  storage::page p;
+  if (auto bad = read_page(ctx.request(), p)) {
+    co_return *bad;
+  }
+  storage::user_run_filter f;
+  f.owner_user_id = caller.user_id;
+  const auto status = ctx.request().query_param("status");
+  if (!status.empty() && status != "active") {
+    co_return http_response::error(400, "invalid_argument",
+                                   "status: must be active (queued or running runs)");
+  }
+  f.active_only = status == "active";
+  if (const auto conversation = ctx.request().query_param("conversation_id");
+      !conversation.empty()) {
+    auto found = read(state, [&](auto& c) {
+      return storage::find_conversation_by_uuid(c, conversation, caller.user_id);
+    });
+    if (!found) {
+      co_return found.error().code == errc::not_found ? not_found("conversation")
+                                                      : error_response(found.error());
+    }
+    f.conversation_id = found->id;
+  }
+  auto rows = read(state, [&](auto& c) { return storage::list_user_runs(c, f, p); });
+  auto total = read(state, [&](auto& c) { return storage::count_user_runs(c, f); });
+  if (!rows || !total) {
+    co_return error_response(!rows ? rows.error() : total.error());
+  }
+  co_return page_answer(*rows, total->count, p, [](json_writer& w, const storage::user_run& r) {
+    w.begin_object().key("run_id").value(r.run.uuid);
+    w.key("conversation_id").value(r.conversation_uuid);
+    w.key("status").value(storage::to_string(r.run.status));
+    write_run_row(w, r.run);
+    w.end_object();
+  });
+}
+
 asio::awaitable<http_response> run_steps(state_ptr state, request_context& ctx, api_caller caller) {
   const std::string run_id(ctx.param("id"));
   auto run = own_run(state, caller, run_id);
@@ -203,6 +243,7 @@ asio::awaitable<http_response> cancel_run(state_ptr state, request_context& ctx,
 
 void add_run_routes(route_table& routes) {
   using net::http_method;
+  routes.add(http_method::get, "/api/v1/runs", api_access::user, &list_runs);
   routes.add(http_method::get, "/api/v1/runs/{id}", api_access::chat, &get_run);
   routes.add(http_method::del, "/api/v1/runs/{id}", api_access::chat, &cancel_run);
   routes.add(http_method::get, "/api/v1/runs/{id}/events", api_access::chat, &run_events);

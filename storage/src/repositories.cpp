@@ -945,6 +945,58 @@ expected<page_total> count_files(connection& c, row_id owner_user_id) {
   return count_of(c, "SELECT COUNT(*) FROM files WHERE owner_user_id = ?", owner_user_id);
 }
 
+expected<std::vector<conversation_file>>
+list_conversation_files(connection& c, row_id owner_user_id, row_id conversation_id) {
+  static const auto sql = fmt::format(
+      "SELECT {}, IFNULL((SELECT uuid FROM runs WHERE runs.id = files.run_id), '') FROM files "
+      "WHERE owner_user_id = ? AND conversation_id = ? ORDER BY id",
+      file_columns);
+  return query_all<conversation_file>(
+      c, sql,
+      [](const statement& s) {
+        return conversation_file{read_file(s), s.text(12)};
+      },
+      owner_user_id, conversation_id);
+}
+
+namespace {
+
+/// The WHERE clause of a user's runs (runs `r` joined with their conversation `c`); the
+/// optional conditions compare with NULL when unset, so one statement serves every filter.
+constexpr std::string_view user_runs_where =
+    "WHERE c.owner_user_id = ?1 AND r.parent_run_id IS NULL "
+    "AND (?2 IS NULL OR r.conversation_id = ?2) "
+    "AND (?3 = 0 OR r.status IN ('queued', 'running'))";
+
+std::optional<std::int64_t> filter_conversation(const user_run_filter& f) {
+  return f.conversation_id ? std::optional<std::int64_t>(*f.conversation_id) : std::nullopt;
+}
+
+} // namespace
+
+expected<std::vector<user_run>> list_user_runs(connection& c, const user_run_filter& f, page p) {
+  static const auto sql = fmt::format(
+      "SELECT r.id, r.uuid, r.conversation_id, r.agent_id, r.parent_run_id, r.status, r.model, "
+      "r.error, r.created_at, r.started_at, r.finished_at, c.uuid FROM runs r JOIN "
+      "conversations c ON c.id = r.conversation_id {} ORDER BY r.id DESC LIMIT ?4 OFFSET ?5",
+      user_runs_where);
+  return query_all<user_run>(
+      c, sql,
+      [](const statement& s) {
+        return user_run{read_run(s), s.text(11)};
+      },
+      f.owner_user_id, filter_conversation(f), std::int64_t{f.active_only ? 1 : 0}, p.limit,
+      p.offset);
+}
+
+expected<page_total> count_user_runs(connection& c, const user_run_filter& f) {
+  static const auto sql =
+      fmt::format("SELECT COUNT(*) FROM runs r JOIN conversations c ON c.id = r.conversation_id {}",
+                  user_runs_where);
+  return count_of(c, sql, f.owner_user_id, filter_conversation(f),
+                  std::int64_t{f.active_only ? 1 : 0});
+}
+
 expected<std::vector<message_record>> list_messages_page(connection& c, row_id conversation_id,
                                                          page p) {
   static const auto sql =

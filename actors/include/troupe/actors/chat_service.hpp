@@ -63,6 +63,8 @@ struct chat_service_options {
   /// finished journals leave memory (their replay then comes from storage).
   std::size_t journal_max_bytes = run_directory::default_max_bytes;
   std::size_t registry_shards = 8;
+  /// The runs' series of /metrics; null: not counted.
+  std::shared_ptr<run_metrics> metrics;
 };
 
 /// What `submit` started.

@@ -134,7 +134,7 @@ public:
   /// Searches the messages `q` asks for, after the store writer indexed every message
   /// committed so far (message_index.hpp), so a search finds the turn just taken.
   boost::asio::awaitable<expected<std::vector<storage::search_hit>>>
-  search_messages(storage::search_query q);
+  search_messages(storage::search_query q) override;
 
   /// The memory writer of `user`, spawned when it has none (invalid once stopped).
   memory_writer_actor writer(storage::row_id user);

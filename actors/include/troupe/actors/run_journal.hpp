@@ -44,6 +44,7 @@
 #include "troupe/actors/conversation.hpp"
 #include "troupe/actors/journal_entry.hpp"
 #include "troupe/actors/run.hpp"
+#include "troupe/actors/run_metrics.hpp"
 #include "troupe/actors/store_writer.hpp"
 
 namespace troupe::actors {
@@ -166,6 +167,8 @@ struct journal_options {
   /// whatever else arrived meanwhile; a run that ends sooner stores its events once, at
   /// its end (after its answer), so a short run costs no commit for its events before it.
   std::chrono::milliseconds persist_after{std::chrono::milliseconds(200)};
+  /// The runs' series of /metrics (in flight, ended by status, duration); may be null.
+  std::shared_ptr<run_metrics> metrics;
 };
 
 run_journal_actor spawn_run_journal(caf::actor_system& system, journal_options options);

@@ -186,6 +186,30 @@ expected<page_total> count_conversations(connection& c, row_id owner_user_id);
 /// One page of a user's files, newest first.
 expected<std::vector<file_record>> list_files_page(connection& c, row_id owner_user_id, page p);
 expected<page_total> count_files(connection& c, row_id owner_user_id);
+/// A conversation's files (its uploads attached to messages and its runs' artifacts), oldest
+/// first, with the public id of the run that made each (empty for uploads).
+struct conversation_file {
+  file_record file;
+  std::string run_uuid;
+};
+expected<std::vector<conversation_file>>
+list_conversation_files(connection& c, row_id owner_user_id, row_id conversation_id);
+/// Which of a user's runs a listing shows: top-level runs (no sub-agent's), of one
+/// conversation when `conversation_id` is set, only queued and running ones when
+/// `active_only`.
+struct user_run_filter {
+  row_id owner_user_id = 0;
+  std::optional<row_id> conversation_id;
+  bool active_only = false;
+};
+/// A run as a listing shows it, with its conversation's public id.
+struct user_run {
+  run_record run;
+  std::string conversation_uuid;
+};
+/// One page of a user's runs, newest first.
+expected<std::vector<user_run>> list_user_runs(connection& c, const user_run_filter& f, page p);
+expected<page_total> count_user_runs(connection& c, const user_run_filter& f);
 /// One page of a conversation's messages, oldest first.
 expected<std::vector<message_record>> list_messages_page(connection& c, row_id conversation_id,
                                                          page p);

@@ -11,6 +11,7 @@
 
 #include "troupe/runtime/error.hpp"
 #include "troupe/storage/memory.hpp"
+#include "troupe/storage/search.hpp"
 
 namespace troupe::actors {
 
@@ -28,6 +29,11 @@ public:
   /// before it compacts its context, so no memory write races the compaction.
   virtual boost::asio::awaitable<expected<void>> settle(storage::row_id user,
                                                         storage::row_id conversation) = 0;
+
+  /// Session search: the messages of `q.owner_user_id` matching `q.text`, best first,
+  /// after every message committed so far was indexed (so the turn just taken is found).
+  virtual boost::asio::awaitable<expected<std::vector<storage::search_hit>>>
+  search_messages(storage::search_query q) = 0;
 };
 
 } // namespace troupe::actors
