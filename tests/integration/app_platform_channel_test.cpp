@@ -16,6 +16,7 @@
 #include "support/fake_feishu.hpp"
 #include "support/long_answer.hpp"
 #include "support/raw_http.hpp"
+#include "support/redeliver.hpp"
 #include "support/wait_until.hpp"
 #include "troupe/mock/mock_llm_server.hpp"
 
@@ -39,17 +40,11 @@ troupe::mock::mock_llm_options scripted_mock() {
     {"match": {"user": "long"}, "reply": {"text": ")" +
                       json_escaped(long_answer()) + R"("}}
   ])";
-  troupe::mock::mock_llm_options o;
-  auto rules = troupe::mock::parse_mock_script(script);
-  REQUIRE(rules);
-  o.rules = std::move(*rules);
-  return o;
+  return scripted(script);
 }
 
 std::string agent_config(const mock_llm_fixture& mock) {
-  return "[[providers]]\nname = \"mock\"\ntype = \"openai-compatible\"\nbase_url = \"" +
-         mock.base_url() +
-         "\"\n"
+  return mock_provider_toml(mock) +
          "[[agents]]\nname = \"helper\"\nprovider = \"mock\"\nmodel = \"mock-llm\"\n"
          "tools = [\"finish\"]\ntimeout_s = 60\n";
 }
@@ -169,8 +164,9 @@ template <class Platform> struct node {
       : mock(std::move(o)), server("rate_per_second = 1000\nrate_burst = 1000\n",
                                    agent_config(mock) + platform.channel_toml()) {}
 
+  /// One message as the platform delivers it: again after a 503 (support/redeliver.hpp).
   unsigned deliver(const std::string& id, const std::string& text, bool forged = false) {
-    return platform.deliver(server, id, text, forged);
+    return deliver_until_acknowledged([&] { return platform.deliver(server, id, text, forged); });
   }
   std::string channel() const {
     return body_of(server.call("GET", "/api/v1/channels/im", server.admin()));

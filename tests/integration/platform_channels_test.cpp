@@ -20,6 +20,7 @@
 #include "support/fake_whatsapp.hpp"
 #include "support/long_answer.hpp"
 #include "support/raw_http.hpp"
+#include "support/redeliver.hpp"
 #include "support/wait_until.hpp"
 #include "troupe/mock/mock_llm_server.hpp"
 
@@ -38,11 +39,7 @@ troupe::mock::mock_llm_options scripted_mock() {
     {"match": {"user": "long"}, "reply": {"text": ")" +
                       json_escaped(long_answer(4)) + R"("}}
   ])";
-  troupe::mock::mock_llm_options o;
-  auto rules = troupe::mock::parse_mock_script(script);
-  REQUIRE(rules);
-  o.rules = std::move(*rules);
-  return o;
+  return scripted(script);
 }
 
 std::string route(std::uint16_t port) {
@@ -269,9 +266,7 @@ std::unique_ptr<platform> make_platform(const std::string& name) {
 }
 
 std::string config(const mock_llm_fixture& mock, const platform& p) {
-  return "[[providers]]\nname = \"mock\"\ntype = \"openai-compatible\"\nbase_url = \"" +
-         mock.base_url() +
-         "\"\n"
+  return mock_provider_toml(mock) +
          "[[agents]]\nname = \"helper\"\nprovider = \"mock\"\nmodel = \"mock-llm\"\n"
          "tools = [\"finish\"]\ntimeout_s = 60\n" +
          p.channel_toml();
@@ -286,8 +281,9 @@ struct node {
       : p(make_platform(name)), mock(std::move(script)),
         server("rate_per_second = 1000\nrate_burst = 1000\n", config(mock, *p)) {}
 
+  /// One message as the platform delivers it: again after a 503 (support/redeliver.hpp).
   unsigned deliver(const std::string& id, const std::string& text, bool forged = false) const {
-    return p->deliver(server.port(), id, text, forged);
+    return deliver_until_acknowledged([&] { return p->deliver(server.port(), id, text, forged); });
   }
   std::string channel() const {
     return body_of(server.call("GET", "/api/v1/channels/ch", server.admin()));
