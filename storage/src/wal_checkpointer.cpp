@@ -59,6 +59,8 @@ struct wal_checkpointer::shared_state {
           ++stats.complete;
         }
         stats.frames_copied += static_cast<std::uint64_t>(copied > 0 ? copied : 0);
+      } else if (rc == SQLITE_BUSY) {
+        ++stats.busy;
       } else {
         ++stats.failures;
         log::warn("WAL checkpoint failed: {} (code {})", sqlite3_errmsg(db.native_handle()), rc);

@@ -30,8 +30,12 @@ struct wal_checkpointer_stats {
   std::uint64_t complete = 0;      ///< of those, the ones that copied the whole WAL
   std::uint64_t frames_copied = 0; ///< WAL frames copied back into the database
   std::uint64_t failures = 0;      ///< checkpoints that returned an error
-  int largest_wal_frames = 0;      ///< the most frames a commit saw in the WAL
-  int last_wal_frames = 0;         ///< the frames the last commit saw
+  /// Checkpoints that found another connection checkpointing or recovering the WAL
+  /// (SQLITE_BUSY: a passive checkpoint does not wait); the next commit past the threshold
+  /// asks again.
+  std::uint64_t busy = 0;
+  int largest_wal_frames = 0; ///< the most frames a commit saw in the WAL
+  int last_wal_frames = 0;    ///< the frames the last commit saw
 };
 
 class wal_checkpointer {
