@@ -40,18 +40,11 @@ troupe::mock::mock_llm_options holding_mock() {
   }
   const auto script = R"([{"match": {"user": "hold"}, "reply": {"text": ")" + words +
                       R"("}, "token_delay_ms": 50}])";
-  troupe::mock::mock_llm_options o;
-  auto rules = troupe::mock::parse_mock_script(script);
-  REQUIRE(rules);
-  o.rules = std::move(*rules);
-  return o;
+  return scripted(script);
 }
 
 std::string worker_catalog(const mock_llm_fixture& mock, const std::string& actors_toml) {
-  return "[actors]\n" + actors_toml +
-         "[[providers]]\nname = \"mock\"\ntype = \"openai-compatible\"\nbase_url = \"" +
-         mock.base_url() +
-         "\"\n"
+  return "[actors]\n" + actors_toml + mock_provider_toml(mock) +
          "[[agents]]\nname = \"worker\"\nprovider = \"mock\"\nmodel = \"mock-llm\"\n"
          "timeout_s = 60\n";
 }

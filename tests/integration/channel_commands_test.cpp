@@ -37,11 +37,7 @@ troupe::mock::mock_llm_options scripted_mock() {
     {"match": {"user": "look around", "has_tool_result": true},
      "reply": {"text": "Looked around the workspace"}}
   ])";
-  troupe::mock::mock_llm_options o;
-  auto rules = troupe::mock::parse_mock_script(script);
-  REQUIRE(rules);
-  o.rules = std::move(*rules);
-  return o;
+  return scripted(script);
 }
 
 std::string config(const mock_llm_fixture& mock, const callback_receiver& receiver) {

@@ -32,9 +32,7 @@ constexpr int per_thread = 5;
 constexpr auto signing_secret = "load-signing-secret-000001";
 
 std::string agent_config(const mock_llm_fixture& mock) {
-  return "[[providers]]\nname = \"mock\"\ntype = \"openai-compatible\"\nbase_url = \"" +
-         mock.base_url() +
-         "\"\n"
+  return mock_provider_toml(mock) +
          "[[agents]]\nname = \"helper\"\nprovider = \"mock\"\nmodel = \"mock-llm\"\n"
          "tools = [\"finish\"]\ntimeout_s = 300\n";
 }

@@ -30,14 +30,6 @@ using namespace std::chrono_literals;
 
 namespace {
 
-troupe::mock::mock_llm_options scripted(const std::string& script) {
-  troupe::mock::mock_llm_options o;
-  auto rules = troupe::mock::parse_mock_script(script);
-  REQUIRE(rules);
-  o.rules = std::move(*rules);
-  return o;
-}
-
 /// A reply's text with its JSON escapes (\n, \", \\) read.
 std::string text_of(const std::string& body) {
   const auto raw = json_field(body, "text");

@@ -51,17 +51,11 @@ troupe::mock::mock_llm_options streaming_mock() {
     {{"match": {{"user": "hello"}}, "reply": {{"text": "Hi there"}}}}
   ])",
                                   streamed_answer(100), streamed_answer(40));
-  troupe::mock::mock_llm_options o;
-  auto rules = troupe::mock::parse_mock_script(script);
-  REQUIRE(rules);
-  o.rules = std::move(*rules);
-  return o;
+  return scripted(script);
 }
 
 std::string agent_config(const mock_llm_fixture& mock) {
-  return "[[providers]]\nname = \"mock\"\ntype = \"openai-compatible\"\nbase_url = \"" +
-         mock.base_url() +
-         "\"\n"
+  return mock_provider_toml(mock) +
          "[[agents]]\nname = \"helper\"\nprovider = \"mock\"\nmodel = \"mock-llm\"\n"
          "tools = [\"finish\"]\ntimeout_s = 120\n";
 }

@@ -36,11 +36,7 @@ troupe::mock::mock_llm_options scripted_mock() {
     {"match": {"user": "hello"}, "reply": {"text": "Hi there"}},
     {"match": {"user": "second"}, "reply": {"text": "Second answer"}}
   ])";
-  troupe::mock::mock_llm_options o;
-  auto rules = troupe::mock::parse_mock_script(script);
-  REQUIRE(rules);
-  o.rules = std::move(*rules);
-  return o;
+  return scripted(script);
 }
 
 std::string config(const mock_llm_fixture& mock, const callback_receiver& receiver) {

@@ -46,19 +46,13 @@ troupe::mock::mock_llm_options scripted_mock() {
     {"match": {"user": "slow"}, "reply": {"text": ")" +
                       slow_words() + R"("}, "token_delay_ms": 30}
   ])";
-  troupe::mock::mock_llm_options o;
-  auto rules = troupe::mock::parse_mock_script(script);
-  REQUIRE(rules);
-  o.rules = std::move(*rules);
-  return o;
+  return scripted(script);
 }
 
 std::string catalog(const mock_llm_fixture& mock) {
   return "[actors]\nconversation_idle_ms = 1000\n"
-         "[server]\nsse_ping_interval_ms = 200\n"
-         "[[providers]]\nname = \"mock\"\ntype = \"openai-compatible\"\nbase_url = \"" +
-         mock.base_url() +
-         "\"\n"
+         "[server]\nsse_ping_interval_ms = 200\n" +
+         mock_provider_toml(mock) +
          "[[agents]]\nname = \"worker\"\nprovider = \"mock\"\nmodel = \"mock-llm\"\n"
          "tools = [\"write\", \"read\", \"finish\"]\ntimeout_s = 60\n"
          "[[agents]]\nname = \"other\"\nprovider = \"mock\"\nmodel = \"mock-llm\"\n";

@@ -88,10 +88,8 @@ troupe::mock::mock_llm_options recording_mock(std::shared_ptr<request_log> log,
 }
 
 std::string config(const mock_llm_fixture& mock, unsigned context_window) {
-  return "[compression]\ntrigger = 0.5\nprotect_head = 1\nprotect_tail = 6\nmin_middle = 3\n"
-         "[[providers]]\nname = \"mock\"\ntype = \"openai-compatible\"\nbase_url = \"" +
-         mock.base_url() +
-         "\"\n"
+  return "[compression]\ntrigger = 0.5\nprotect_head = 1\nprotect_tail = 6\nmin_middle = 3\n" +
+         mock_provider_toml(mock) +
          "[[agents]]\nname = \"long\"\nprovider = \"mock\"\nmodel = \"mock-llm\"\n"
          "fast_model = \"mock-fast\"\ntimeout_s = 60\nmemory = false\n"
          "tools = [\"session_search\"]\ncontext_window = " +

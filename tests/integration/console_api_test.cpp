@@ -36,17 +36,11 @@ troupe::mock::mock_llm_options scripted_mock() {
     {"match": {"user": "slow"}, "reply": {"text": ")" +
                       words + R"("}, "token_delay_ms": 50}
   ])";
-  troupe::mock::mock_llm_options o;
-  auto rules = troupe::mock::parse_mock_script(script);
-  REQUIRE(rules);
-  o.rules = std::move(*rules);
-  return o;
+  return scripted(script);
 }
 
 std::string catalog(const mock_llm_fixture& mock) {
-  return "[[providers]]\nname = \"mock\"\ntype = \"openai-compatible\"\nbase_url = \"" +
-         mock.base_url() +
-         "\"\n"
+  return mock_provider_toml(mock) +
          "[[agents]]\nname = \"worker\"\nprovider = \"mock\"\nmodel = \"mock-llm\"\n"
          "tools = [\"write\", \"read\", \"finish\"]\n";
 }

@@ -47,17 +47,13 @@ private:
 };
 
 troupe::mock::mock_llm_options scripted(const std::string& script, request_log& log) {
-  troupe::mock::mock_llm_options o;
-  auto rules = troupe::mock::parse_mock_script(script);
-  REQUIRE(rules);
-  o.rules = std::move(*rules);
+  auto o = troupe::test::scripted(script);
   o.observe = log.observer();
   return o;
 }
 
 std::string provider(const mock_llm_fixture& mock) {
-  return "[[providers]]\nname = \"mock\"\ntype = \"openai-compatible\"\nbase_url = \"" +
-         mock.base_url() + "\"\n";
+  return mock_provider_toml(mock);
 }
 
 std::string agent(const std::string& name, const std::string& more = {}) {

@@ -54,17 +54,11 @@ troupe::mock::mock_llm_options hostile_mock() {
     {"match": {"has_tool_result": true, "prompt": "hostile"},
      "reply": {"text": "the tools answered without saying why"}}
   ])";
-  troupe::mock::mock_llm_options o;
-  auto rules = troupe::mock::parse_mock_script(script);
-  REQUIRE(rules);
-  o.rules = std::move(*rules);
-  return o;
+  return scripted(script);
 }
 
 std::string config(const mock_llm_fixture& mock) {
-  return "[[providers]]\nname = \"mock\"\ntype = \"openai-compatible\"\nbase_url = \"" +
-         mock.base_url() +
-         "\"\n"
+  return mock_provider_toml(mock) +
          "[[agents]]\nname = \"worker\"\nprovider = \"mock\"\nmodel = \"mock-llm\"\n"
          "tools = [\"write\", \"read\", \"grep\", \"exec\", \"finish\"]\ntimeout_s = 60\n"
          "[[agents]]\nname = \"other\"\nprovider = \"mock\"\nmodel = \"mock-llm\"\n";

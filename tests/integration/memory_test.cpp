@@ -70,8 +70,7 @@ std::string catalog(const mock_llm_fixture& mock) {
     return "[[agents]]\nname = \"" + name +
            "\"\nprovider = \"mock\"\nmodel = \"mock-llm\"\ntimeout_s = 60\n" + extra;
   };
-  return "[[providers]]\nname = \"mock\"\ntype = \"openai-compatible\"\nbase_url = \"" +
-         mock.base_url() + "\"\n" +
+  return mock_provider_toml(mock) +
          agent("worker", "tools = [\"memory\", \"session_search\", \"finish\"]\n") +
          agent("other", "") + agent("forgetful", "memory = false\n") +
          agent("trusted", "memory_autoapprove = true\ntools = [\"memory\", \"finish\"]\n");

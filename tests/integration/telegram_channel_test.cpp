@@ -36,17 +36,11 @@ troupe::mock::mock_llm_options scripted_mock() {
     {"match": {"user": "long"}, "reply": {"text": ")" +
                       json_escaped(long_answer()) + R"("}}
   ])";
-  troupe::mock::mock_llm_options o;
-  auto rules = troupe::mock::parse_mock_script(script);
-  REQUIRE(rules);
-  o.rules = std::move(*rules);
-  return o;
+  return scripted(script);
 }
 
 std::string base_config(const mock_llm_fixture& mock) {
-  return "[[providers]]\nname = \"mock\"\ntype = \"openai-compatible\"\nbase_url = \"" +
-         mock.base_url() +
-         "\"\n"
+  return mock_provider_toml(mock) +
          "[[agents]]\nname = \"helper\"\nprovider = \"mock\"\nmodel = \"mock-llm\"\n"
          "tools = [\"finish\"]\ntimeout_s = 60\n";
 }

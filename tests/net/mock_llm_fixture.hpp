@@ -7,6 +7,7 @@
 #include <exception>
 #include <memory>
 #include <optional>
+#include <stdexcept>
 #include <string>
 #include <thread>
 
@@ -59,6 +60,25 @@ private:
   std::thread thread_;
   std::uint16_t port_ = 0;
 };
+
+/// mock-llm's options with the rules of `script` (a JSON array of rules, mock/README.md);
+/// throws, saying why, when the script does not parse.
+inline mock::mock_llm_options scripted(std::string_view script) {
+  auto rules = mock::parse_mock_script(script);
+  if (!rules) {
+    throw std::runtime_error("the mock script does not parse: " + rules.error().message);
+  }
+  mock::mock_llm_options options;
+  options.rules = std::move(*rules);
+  return options;
+}
+
+/// The `[[providers]]` entry of a troupe config named "mock": the OpenAI-compatible API of
+/// `mock`.
+inline std::string mock_provider_toml(const mock_llm_fixture& mock) {
+  return "[[providers]]\nname = \"mock\"\ntype = \"openai-compatible\"\nbase_url = \"" +
+         mock.base_url() + "\"\n";
+}
 
 /// `options` with a first rule that answers a user message containing "hold" only after
 /// ten minutes: a run still going when a test kills the troupe waiting for it.

@@ -432,6 +432,82 @@ std::string utc_now() {
   return text;
 }
 
+/// Warms troupe up with `runs` of `work` one at a time; an error naming the first kind of
+/// failure (and troupe's log) if any failed.
+expected<void> warm_up(const scenario_options& o, troupe_server& troupe, const workload_fn& work,
+                       unsigned runs, std::string_view what) {
+  load_options warm;
+  warm.concurrency = 1;
+  warm.max_requests = runs;
+  warm.duration = std::chrono::minutes(5);
+  warm.timeout = std::max(o.timeout, std::chrono::milliseconds(30'000));
+  const auto warmed = run_load(warm, work);
+  if (warmed.failed > 0) {
+    return fail(errc::unavailable,
+                fmt::format("{} of {} {} failed (first kind: {})\n{}", warmed.failed, runs, what,
+                            warmed.errors_by_kind.begin()->first, troupe.log_tail()));
+  }
+  return {};
+}
+
+/// The readings one level takes around its load: troupe's idle RSS and CPU, the mock's
+/// calls and the bench's own CPU before; after, the figures per run and the peak RSS.
+class level_meter {
+public:
+  level_meter(pid_t pid, local_mock& mock, agent_level& out) : pid_(pid), mock_(mock), out_(out) {
+    if (pid_ > 0) {
+      if (auto m = read_process_memory(pid_); m) {
+        out_.rss_idle_kib = m->rss_kib;
+      }
+      out_.hwm_reset = reset_peak_memory(pid_);
+      if (auto cpu = read_process_cpu(pid_); cpu) {
+        cpu_before_ = *cpu;
+      }
+    }
+  }
+
+  /// Starts sampling RSS and the clocks: call just before the load.
+  void start() {
+    mock_before_ = mock_.stats().completion_requests;
+    bench_cpu_before_ = own_cpu();
+    if (pid_ > 0) {
+      sampler_.emplace(pid_, 10ms);
+    }
+  }
+
+  /// After the load (out.load set): runs/s, mock calls, the bench's and troupe's CPU per
+  /// run and the peak RSS; the mock's completion requests during the load.
+  std::uint64_t finish() {
+    const auto bench_cpu = own_cpu() - bench_cpu_before_;
+    const auto mock_calls = mock_.stats().completion_requests - mock_before_;
+    const double runs_done = static_cast<double>(out_.load.succeeded + out_.load.failed);
+    const double seconds = std::chrono::duration<double>(out_.load.elapsed).count();
+    out_.runs_per_s = seconds > 0 ? static_cast<double>(out_.load.succeeded) / seconds : 0;
+    out_.mock_calls_per_run = runs_done > 0 ? static_cast<double>(mock_calls) / runs_done : 0;
+    out_.bench_cpu_ms_per_run =
+        runs_done > 0 ? static_cast<double>(bench_cpu.count()) / 1e3 / runs_done : 0;
+    if (pid_ > 0 && sampler_) {
+      if (auto m = read_process_memory(pid_); m) {
+        out_.rss_peak_kib = std::max(out_.hwm_reset ? m->hwm_kib : 0, sampler_->peak_kib());
+      }
+      if (auto cpu = read_process_cpu(pid_); cpu && cpu_before_ && runs_done > 0) {
+        out_.cpu_ms_per_run = static_cast<double>((*cpu - *cpu_before_).count()) / 1e3 / runs_done;
+      }
+    }
+    sampler_.reset();
+    return mock_calls;
+  }
+
+private:
+  pid_t pid_;
+  local_mock& mock_;
+  agent_level& out_;
+  std::optional<std::chrono::microseconds> cpu_before_;
+  std::uint64_t mock_before_ = 0;
+  std::chrono::microseconds bench_cpu_before_{0};
+  std::optional<memory_sampler> sampler_;
+};
+
 expected<agent_level> run_agent_level(const scenario_options& o, local_mock& mock,
                                       const std::string& mock_origin, unsigned concurrency,
                                       unsigned runs, bool count_storage, bench_report& report) {
@@ -483,31 +559,13 @@ expected<agent_level> run_agent_level(const scenario_options& o, local_mock& moc
   workload_fn work = [sp](net::http_client& client, std::chrono::milliseconds timeout) {
     return agent_run(client, sp, timeout);
   };
-  load_options warm;
-  warm.concurrency = 1;
-  warm.max_requests = warmup_runs;
-  warm.duration = std::chrono::minutes(5);
-  warm.timeout = std::max(o.timeout, std::chrono::milliseconds(30'000));
-  const auto warmed = run_load(warm, work);
-  if (warmed.failed > 0) {
-    return fail(errc::unavailable,
-                fmt::format("{} of {} warm-up runs failed (first kind: {})\n{}", warmed.failed,
-                            warmup_runs, warmed.errors_by_kind.begin()->first, troupe->log_tail()));
+  if (auto warmed = warm_up(o, *troupe, work, warmup_runs, "warm-up runs"); !warmed) {
+    return tl::unexpected(warmed.error());
   }
   // Idle: after the warm-up, once the warm-up's journals and conversations have left
   // memory (agent_settings: 1 s).
   std::this_thread::sleep_for(2s);
-  const pid_t pid = troupe->pid();
-  std::optional<std::chrono::microseconds> cpu_before;
-  if (pid > 0) {
-    if (auto m = read_process_memory(pid); m) {
-      out.rss_idle_kib = m->rss_kib;
-    }
-    out.hwm_reset = reset_peak_memory(pid);
-    if (auto cpu = read_process_cpu(pid); cpu) {
-      cpu_before = *cpu;
-    }
-  }
+  level_meter meter(troupe->pid(), mock, out);
   const auto db_path = troupe->data_dir() / "troupe.db";
   if (count_storage) {
     if (auto c = count_rows(db_path); c) {
@@ -516,12 +574,7 @@ expected<agent_level> run_agent_level(const scenario_options& o, local_mock& moc
       out.problems.push_back(c.error().message);
     }
   }
-  const auto mock_before = mock.stats().completion_requests;
-  const auto bench_cpu_before = own_cpu();
-  std::optional<memory_sampler> sampler;
-  if (pid > 0) {
-    sampler.emplace(pid, 10ms);
-  }
+  meter.start();
   std::optional<row_sampler> rows;
   if (count_storage) {
     rows.emplace(db_path, 250ms);
@@ -543,24 +596,7 @@ expected<agent_level> run_agent_level(const scenario_options& o, local_mock& moc
       out.problems.push_back(c.error().message);
     }
   }
-  const auto bench_cpu = own_cpu() - bench_cpu_before;
-  const auto mock_calls = mock.stats().completion_requests - mock_before;
-  const double runs_done = static_cast<double>(out.load.succeeded + out.load.failed);
-  const double ok = static_cast<double>(out.load.succeeded);
-  const double seconds = std::chrono::duration<double>(out.load.elapsed).count();
-  out.runs_per_s = seconds > 0 ? ok / seconds : 0;
-  out.mock_calls_per_run = runs_done > 0 ? static_cast<double>(mock_calls) / runs_done : 0;
-  out.bench_cpu_ms_per_run =
-      runs_done > 0 ? static_cast<double>(bench_cpu.count()) / 1e3 / runs_done : 0;
-  if (pid > 0) {
-    if (auto m = read_process_memory(pid); m) {
-      out.rss_peak_kib = std::max(out.hwm_reset ? m->hwm_kib : 0, sampler->peak_kib());
-    }
-    if (auto cpu = read_process_cpu(pid); cpu && cpu_before && runs_done > 0) {
-      out.cpu_ms_per_run = static_cast<double>((*cpu - *cpu_before).count()) / 1e3 / runs_done;
-    }
-  }
-  sampler.reset();
+  const auto mock_calls = meter.finish();
   if (mock_calls != 2 * out.load.succeeded && out.load.failed == 0) {
     out.problems.push_back(
         fmt::format("mock-llm saw {} completion requests for {} runs (expected 2 "
@@ -630,36 +666,12 @@ expected<agent_level> run_one_round_level(const scenario_options& o, local_mock&
   workload_fn work = [tp](net::http_client& client, std::chrono::milliseconds timeout) {
     return one_round_run(client, tp, timeout);
   };
-  load_options warm;
-  warm.concurrency = 1;
-  warm.max_requests = warmup_runs;
-  warm.duration = std::chrono::minutes(5);
-  warm.timeout = std::max(o.timeout, std::chrono::milliseconds(30'000));
-  const auto warmed = run_load(warm, work);
-  if (warmed.failed > 0) {
-    return fail(errc::unavailable,
-                fmt::format("{} of {} one-round warm-up requests failed (first kind: {})\n{}",
-                            warmed.failed, warmup_runs, warmed.errors_by_kind.begin()->first,
-                            troupe->log_tail()));
+  if (auto warmed = warm_up(o, *troupe, work, warmup_runs, "one-round warm-up requests"); !warmed) {
+    return tl::unexpected(warmed.error());
   }
   std::this_thread::sleep_for(2s); // as the agent levels: the warm-up's runs leave memory
-  const pid_t pid = troupe->pid();
-  std::optional<std::chrono::microseconds> cpu_before;
-  if (pid > 0) {
-    if (auto m = read_process_memory(pid); m) {
-      out.rss_idle_kib = m->rss_kib;
-    }
-    out.hwm_reset = reset_peak_memory(pid);
-    if (auto cpu = read_process_cpu(pid); cpu) {
-      cpu_before = *cpu;
-    }
-  }
-  const auto mock_before = mock.stats().completion_requests;
-  const auto bench_cpu_before = own_cpu();
-  std::optional<memory_sampler> sampler;
-  if (pid > 0) {
-    sampler.emplace(pid, 10ms);
-  }
+  level_meter meter(troupe->pid(), mock, out);
+  meter.start();
   load_options lo;
   lo.concurrency = concurrency;
   lo.max_requests = runs;
@@ -668,23 +680,7 @@ expected<agent_level> run_one_round_level(const scenario_options& o, local_mock&
   lo.progress_label = o.progress ? fmt::format("one-round c{}", concurrency) : "";
   out.started_at = utc_now();
   out.load = run_load(lo, work);
-  const auto bench_cpu = own_cpu() - bench_cpu_before;
-  const auto mock_calls = mock.stats().completion_requests - mock_before;
-  const double runs_done = static_cast<double>(out.load.succeeded + out.load.failed);
-  const double seconds = std::chrono::duration<double>(out.load.elapsed).count();
-  out.runs_per_s = seconds > 0 ? static_cast<double>(out.load.succeeded) / seconds : 0;
-  out.mock_calls_per_run = runs_done > 0 ? static_cast<double>(mock_calls) / runs_done : 0;
-  out.bench_cpu_ms_per_run =
-      runs_done > 0 ? static_cast<double>(bench_cpu.count()) / 1e3 / runs_done : 0;
-  if (pid > 0) {
-    if (auto m = read_process_memory(pid); m) {
-      out.rss_peak_kib = std::max(out.hwm_reset ? m->hwm_kib : 0, sampler->peak_kib());
-    }
-    if (auto cpu = read_process_cpu(pid); cpu && cpu_before && runs_done > 0) {
-      out.cpu_ms_per_run = static_cast<double>((*cpu - *cpu_before).count()) / 1e3 / runs_done;
-    }
-  }
-  sampler.reset();
+  const auto mock_calls = meter.finish();
   if (mock_calls != out.load.succeeded && out.load.failed == 0) {
     out.problems.push_back(fmt::format(
         "mock-llm saw {} completion requests for {} one-round runs (expected 1 per run)",

@@ -112,11 +112,7 @@ troupe::mock::mock_llm_options scripted_model() {
                                "arguments": {"duration": 60, "steps": 60}}]}},
     {"match": {"has_tool_result": true}, "reply": {"text": "Done with the tools."}}
   ])";
-  troupe::mock::mock_llm_options o;
-  auto rules = troupe::mock::parse_mock_script(script);
-  REQUIRE(rules);
-  o.rules = std::move(*rules);
-  return o;
+  return troupe::test::scripted(script);
 }
 
 std::string catalog(const mock_llm_fixture& mock, const std::string& mcp_servers) {
