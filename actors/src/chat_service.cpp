@@ -145,6 +145,34 @@ expected<agent_settings> agent_from_record(const storage::agent_record& a,
     if (limits["web_search"].get_string().get(mode) == simdjson::SUCCESS) {
       s.web_search = parse_web_search_mode(mode).value_or(web_search_mode::off);
     }
+    // Skills and approvals (issue 19); what does not parse is left out.
+    simdjson::dom::array skills;
+    if (limits["skills"].get_array().get(skills) == simdjson::SUCCESS) {
+      for (auto item : skills) {
+        std::string_view name;
+        if (item.get_string().get(name) == simdjson::SUCCESS) {
+          s.skills.emplace_back(name);
+        }
+      }
+    }
+    simdjson::dom::object approval;
+    if (limits["approval"].get_object().get(approval) == simdjson::SUCCESS) {
+      for (auto field : approval) {
+        std::string_view text;
+        if (field.value.get_string().get(text) == simdjson::SUCCESS) {
+          if (auto m = parse_approval_mode(text)) {
+            s.approval.emplace(std::string(field.key), *m);
+          }
+        }
+      }
+    }
+    if (limits["approval_profile"].get_string().get(mode) == simdjson::SUCCESS &&
+        check_approval_profile(mode)) {
+      s.approval_profile = std::string(mode);
+    }
+    if (limits["approval_timeout_s"].get_uint64().get(v) == simdjson::SUCCESS) {
+      s.approval_timeout_s = static_cast<std::uint32_t>(std::min<std::uint64_t>(v, 7 * 24 * 3600));
+    }
   }
   return s;
 }

@@ -169,6 +169,9 @@ expected<void> node::impl::start_runs() {
   if (auto started = start_mcp(tool_resolver); !started) {
     return started;
   }
+  if (auto started = start_skills(*tool_resolver); !started) {
+    return started;
+  }
   tools::sandbox_options sandbox;
   sandbox.allow_host = config.tools.allow_host;
   if (sandbox.allow_host) {
@@ -213,6 +216,9 @@ expected<void> node::impl::start_runs() {
   chat_options.io.workspace_max_bytes = config.tools.workspace_max_bytes;
   chat_options.io.memory = memory;
   chat_options.io.blocking = blocking;
+  approvals = std::make_shared<approval_registry>();
+  chat_options.io.approvals = approvals;
+  chat_options.io.approval_timeout = std::chrono::seconds(config.tools.approval_timeout_s);
   chat_options.declared_providers = config.providers;
   chat_options.secrets = secrets;
   chat_options.key_env = key_env_policy(config.secrets.allowed_env);
@@ -334,7 +340,9 @@ expected<endpoint> node::impl::start_server() {
     services.store = store_facade;
     services.health = health_facade;
     services.memory = memory;
-    services.tools = tools_api; // issue 18
+    services.tools = tools_api;   // issue 18
+    services.skills = skills_api; // issue 19
+    services.approvals = approvals;
     services.reads = db_reads;
     services.catalog = catalog_rows;
     services.secrets = secrets;

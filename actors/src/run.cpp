@@ -9,9 +9,11 @@
 #include "run_state.hpp"
 #include "troupe/runtime/json_writer.hpp"
 #include "troupe/runtime/prompt/compression.hpp"
+#include "troupe/runtime/prompt/skills_block.hpp"
 #include "troupe/runtime/prompt/token_estimate.hpp"
 #include "troupe/storage/write_op.hpp"
 #include "troupe/tools/control_tools.hpp"
+#include "troupe/tools/skill_library.hpp"
 
 // The run actor's behavior and its life: the start (contract, plan bootstrap, deadline,
 // the first LLM round), cancellation and the end of a run. The rounds themselves are in
@@ -47,6 +49,7 @@ void finish_run(run_self self, storage::run_status status, std::string text, std
   }
   st.finished = true;
   cancel_inflight(self);
+  abandon_approvals(self);
   st.result.run_id = st.spec.run_id;
   st.result.status = status;
   st.result.text = std::move(text);
@@ -253,6 +256,12 @@ void start_run(run_self self) {
   self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(st.spec.agent.timeout),
                      deadline_atom::value);
   (void)st.blocks.declare(prompt::compression_note_block);
+  // The agent's skills, one line each, from the skill tool of its snapshot (issue 19).
+  if (const auto* skill = st.tools->find(tools::skill_tool_name)) {
+    const auto lines = tools::skill_index_lines(*skill->impl, st.spec.agent);
+    (void)st.blocks.declare(prompt::skills_block);
+    (void)st.blocks.set(prompt::skills_block, prompt::render_skills_block(lines));
+  }
   if (st.spec.compact_only) {
     // `/compact`: the history is compressed now and the answer says how; no LLM round.
     compress_context(self, true, [self](compression_done d) {
@@ -304,6 +313,11 @@ run_actor::behavior_type run_behavior(run_self self, run_spec spec, run_event_si
                    "the run reached its deadline and was cancelled");
       },
       [self](delta_atom, int round, std::string& text) { on_delta(self, round, std::move(text)); },
+      [self](approval_atom, const std::string& id, bool approved, std::string& note,
+             std::int64_t decided_by) {
+        on_approval(self, id, approved, std::move(note), decided_by);
+      },
+      [self](approval_expire_atom, const std::string& id) { on_approval_expired(self, id); },
       [self](row_atom, storage::row_id row, storage::row_id conversation) {
         on_run_row(self, row, conversation);
       },

@@ -449,6 +449,8 @@ std::string_view journal_event_name(run_event_type type) noexcept {
     case run_event_type::action_finished:
     case run_event_type::context_compressed:
       return "step";
+    case run_event_type::approval:
+      return "approval";
     case run_event_type::run_started:
     case run_event_type::run_completed:
     case run_event_type::run_failed:

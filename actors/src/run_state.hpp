@@ -60,6 +60,10 @@ struct call_slot {
   std::size_t children_pending = 0;
   std::vector<std::string> child_answers;
   std::vector<bool> child_ok;
+  /// Issue 19: the approval the call waits for (empty: none), and whether a human
+  /// approved it (it then runs without asking again).
+  std::string approval_id;
+  bool approved = false;
 };
 
 /// The outcome of a final gate.
@@ -173,6 +177,26 @@ void run_tool_round(run_self self, std::vector<tool_call> calls);
 void settle(call_slot& slot, tools::tool_result result, harness::tool_status status);
 /// A call has its result (executed calls: announces it and starts the next batch).
 void on_call_done(run_self self, std::size_t index);
+
+/// Starts the call at `index` in its own tool_call actor (after any approval).
+void launch_call(run_self self, std::size_t index);
+
+// -- run_approvals.cpp -----------------------------------------------------------------
+
+/// True (with the reason) when the call at `index` must wait for a human first: the
+/// tool's approval mode for this agent (approval.hpp) against the run's objective.
+bool approval_needed(run_self self, std::size_t index, std::string& reason);
+/// Stores a pending approval for the call at `index`, then announces it (step, SSE
+/// event `approval`) and arms its deadline. The call stays running meanwhile; nothing
+/// else of the run moves until it is decided.
+void request_approval(run_self self, std::size_t index, std::string reason);
+/// A decision arrived (approve: the tool runs; deny: policy_blocked).
+void on_approval(run_self self, const std::string& id, bool approved, std::string note,
+                 std::int64_t decided_by);
+/// The deadline of approval `id` passed: denied, unless a decision came first.
+void on_approval_expired(run_self self, const std::string& id);
+/// The run ends: approvals still waiting expire.
+void abandon_approvals(run_self self);
 
 // -- run_sub_agents.cpp ----------------------------------------------------------------
 

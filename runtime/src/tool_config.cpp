@@ -682,16 +682,17 @@ expected<custom_tool_settings> read_tool_entry(const toml::table& table,
   std::string language = std::string(to_string(t.language));
   std::int64_t timeout = t.timeout.count();
   std::int64_t max_bytes = static_cast<std::int64_t>(t.max_response_bytes);
-  auto ok = first_failure(r.text("name", t.name), r.text("description", t.description),
-                          r.text("kind", kind), read_schema(r, "parameters", t.parameters),
-                          r.number("timeout", timeout, 1, max_custom_tool_timeout.count()),
-                          r.boolean("enabled", t.enabled), r.text_list("agents", t.agents),
-                          r.text("method", t.method), r.text("url", t.url),
-                          read_headers(r, "headers", t.headers), r.text("body", t.body),
-                          r.number("max_response_bytes", max_bytes, 1,
-                                   static_cast<std::int64_t>(max_tool_response_bytes)),
-                          r.boolean("allow_private", t.allow_private), r.text("language", language),
-                          r.text("code", t.code), r.text("file", t.file));
+  std::string approval;
+  auto ok = first_failure(
+      r.text("name", t.name), r.text("approval", approval), r.text("description", t.description),
+      r.text("kind", kind), read_schema(r, "parameters", t.parameters),
+      r.number("timeout", timeout, 1, max_custom_tool_timeout.count()),
+      r.boolean("enabled", t.enabled), r.text_list("agents", t.agents), r.text("method", t.method),
+      r.text("url", t.url), read_headers(r, "headers", t.headers), r.text("body", t.body),
+      r.number("max_response_bytes", max_bytes, 1,
+               static_cast<std::int64_t>(max_tool_response_bytes)),
+      r.boolean("allow_private", t.allow_private), r.text("language", language),
+      r.text("code", t.code), r.text("file", t.file));
   if (ok) {
     ok = r.no_unknown_keys();
   }
@@ -707,6 +708,15 @@ expected<custom_tool_settings> read_tool_entry(const toml::table& table,
     return fail(errc::invalid_argument,
                 fmt::format("{}: [[tools]] entry {} ('{}'): {}", source_name, index + 1, t.name,
                             wrong->message));
+  }
+  if (!approval.empty()) {
+    auto mode = parse_approval_mode(approval);
+    if (!mode) {
+      return fail(errc::invalid_argument,
+                  fmt::format("{}: [[tools]] entry {} ('{}'): {}", source_name, index + 1, t.name,
+                              mode.error().message));
+    }
+    t.approval = *mode;
   }
   t.kind = *parsed_kind;
   t.language = *parsed_language;

@@ -42,6 +42,8 @@ class blocking_pool;
 
 namespace troupe::actors {
 
+class approval_registry;
+
 using run_atom = caf::atom_constant<caf::atom("run")>;
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
 using event_atom = caf::atom_constant<caf::atom("event")>;
@@ -51,6 +53,9 @@ using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
 using delta_atom = caf::atom_constant<caf::atom("delta")>;
 /// The run's row is written (its id), or could not be (0).
 using row_atom = caf::atom_constant<caf::atom("row")>;
+/// A human's decision on a tool call that waits (issue 19), and the approval's deadline.
+using approval_atom = caf::atom_constant<caf::atom("approval")>;
+using approval_expire_atom = caf::atom_constant<caf::atom("apr_expire")>;
 
 /// The default per-tool timeout.
 inline constexpr std::chrono::milliseconds default_tool_timeout{std::chrono::minutes(5)};
@@ -97,6 +102,12 @@ struct run_io {
   /// Where blocking work of a run and its conversation goes (copying artifacts into the
   /// files directory). Null: that work runs on the calling thread (tests only).
   std::shared_ptr<tools::blocking_pool> blocking;
+  /// Live approvals (issue 19): a run registers the tool calls that wait for a human
+  /// here. Null: a call that needs approval is refused (policy_blocked).
+  std::shared_ptr<approval_registry> approvals;
+  /// How long an approval waits before it is denied, unless the agent says
+  /// (`tools.approval_timeout_s`).
+  std::chrono::seconds approval_timeout{600};
 };
 
 /// Everything one run needs.
@@ -176,7 +187,8 @@ using run_actor =
                      caf::reacts_to<steer_atom, std::string>,
                      caf::reacts_to<row_atom, storage::row_id, storage::row_id>,
                      caf::reacts_to<deadline_atom>, caf::reacts_to<delta_atom, int, std::string>,
-                     io_completion_handler>;
+                     caf::reacts_to<approval_atom, std::string, bool, std::string, std::int64_t>,
+                     caf::reacts_to<approval_expire_atom, std::string>, io_completion_handler>;
 
 /// What tool definitions cost of a prompt (the estimate a run makes once it starts).
 std::size_t tool_definition_tokens(const std::vector<tool_definition>& tools);
