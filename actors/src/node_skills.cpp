@@ -70,6 +70,10 @@ public:
         pool_(std::move(pool)) {}
 
   void start() {
+    // Without this, asio's synchronous read_some waits for data (it emulates a blocking
+    // descriptor): the drain below would hold the thread once the events are read.
+    boost::system::error_code ec;
+    stream_.non_blocking(true, ec);
     arm();
   }
 
@@ -84,10 +88,11 @@ private:
   }
 
   void on_readable() {
-    // Drain the events (non-blocking): what changed matters less than that something did.
+    // Drain the events (non-blocking: would_block ends it): what changed matters less
+    // than that something did.
     alignas(inotify_event) char buffer[4096];
     boost::system::error_code ec;
-    while (stream_.read_some(asio::buffer(buffer), ec) > 0 && !ec) {
+    while (!ec && stream_.non_blocking() && stream_.read_some(asio::buffer(buffer), ec) > 0) {
     }
     if (!scheduled_) {
       scheduled_ = true;
