@@ -139,7 +139,7 @@ TEST_CASE("the seed's run_code skill loads unchanged, is unavailable without a t
   fs::copy_file(data_dir / "skill_scripts" / "run.ts",
                 skills.path() / "run_code" / "scripts" / "run.ts");
   request_log log;
-  mock_llm_fixture mock(scripted(R"([
+  mock_llm_fixture mock(scripted(R"js([
     {"match": {"user": "compute it", "has_tool_result": false},
      "reply": {"tool_calls": [
        {"name": "run_code", "arguments": {"language": "python", "code": "print(6 * 7)"
@@ -149,7 +149,7 @@ TEST_CASE("the seed's run_code skill loads unchanged, is unavailable without a t
 }
 },
     {"match": {"user": "compute it", "has_tool_result": true}, "reply": {"text": "it is 42"}}
-  ])",
+  ])js",
                                  log));
 api_server s({}, provider(mock) + agent("worker", "skills = [\"run_code\"]\n") +
                      "[skills]\ndir = \"" + skills.path().string() +
