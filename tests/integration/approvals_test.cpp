@@ -84,11 +84,11 @@ TEST_CASE("a tool that needs approval pauses the run: approve runs it once, deny
     {"match": {"user": "approve me", "has_tool_result": true}, "reply": {"text": "notified"}},
     {"match": {"user": "deny me", "has_tool_result": false},
      "reply": {"tool_calls": [{"name": "notify", "arguments": {"who": "all"}}]}},
-    {"match": {"user": "deny me", "has_tool_result": true},
+    {"match": {"prompt": "deny me", "has_tool_result": true},
      "reply": {"text": "I could not notify anyone: a human denied the call."}},
     {"match": {"user": "wait me", "has_tool_result": false},
      "reply": {"tool_calls": [{"name": "notify", "arguments": {"who": "later"}}]}},
-    {"match": {"user": "wait me", "has_tool_result": true},
+    {"match": {"prompt": "wait me", "has_tool_result": true},
      "reply": {"text": "Nobody approved the notification, so it was not sent."}}
   ])");
   REQUIRE(rules);
