@@ -89,7 +89,7 @@ TEST_CASE("a tool that needs approval pauses the run: approve runs it once, deny
     {"match": {"user": "wait me", "has_tool_result": false},
      "reply": {"tool_calls": [{"name": "notify", "arguments": {"who": "later"}}]}},
     {"match": {"prompt": "wait me", "has_tool_result": true},
-     "reply": {"text": "Nobody approved the notification, so it was not sent."}}
+     "reply": {"text": "I could not notify anyone: nobody approved the call in time."}}
   ])");
   REQUIRE(rules);
   o.rules = std::move(*rules);
@@ -169,7 +169,9 @@ TEST_CASE("a tool that needs approval pauses the run: approve runs it once, deny
   REQUIRE(status_of(created) == 202);
   const auto run3 = json_field(body_of(created), "run_id");
   const auto id3 = pending_approval(s, ann, run3);
-  REQUIRE(wait_until([&] { return run_status(s, ann, run3) == "succeeded"; }, 20s));
+  REQUIRE(wait_until([&] { return run_status(s, ann, run3) != "running"; }, 20s));
+  INFO(body_of(s.call("GET", "/api/v1/runs/" + run3, ann)));
+  CHECK(run_status(s, ann, run3) == "succeeded");
   CHECK(origin.calls().count("request") == 1);
   CHECK_THAT(log.joined(), Catch::Contains("within 1 s"));
   CHECK(status_of(s.call("POST", "/api/v1/approvals/" + id3, ann, R"({"decision":"approve"})")) ==
