@@ -112,16 +112,18 @@ private:
   static asio::awaitable<void> reload(std::shared_ptr<tools::skill_library> library,
                                       std::shared_ptr<tools::blocking_pool> pool, int fd,
                                       std::weak_ptr<skill_watcher> watcher) {
-    auto done = co_await pool->run(
-        [library, fd, watcher](const tools::job_control&) {
-          auto snapshot = library->reload();
-          // Only while the watcher (and so its descriptor) lives.
-          if (auto alive = watcher.lock()) {
-            add_watches(fd, library->options().dirs);
-          }
-          return snapshot;
-        },
-        std::chrono::seconds(30));
+    // The job named and the awaitable awaited as a named value: GCC 12 destroys some
+    // temporaries of a co_await full-expression twice.
+    auto job = [library, fd, watcher](const tools::job_control&) {
+      auto snapshot = library->reload();
+      // Only while the watcher (and so its descriptor) lives.
+      if (auto alive = watcher.lock()) {
+        add_watches(fd, library->options().dirs);
+      }
+      return snapshot;
+    };
+    auto reloading = pool->run(std::move(job), std::chrono::seconds(30));
+    auto done = co_await std::move(reloading);
     if (!done) {
       log::warn("skills: the reload did not run: {}", done.error().message);
       co_return;

@@ -180,19 +180,22 @@ asio::awaitable<tool_result> skill_script::run(const skill_script* self, std::st
                            "no sandbox is configured, so the skill cannot run; it was not run");
   }
   // The workspace is made on the blocking pool when this is the run's first call.
+  // The job named and the awaitable awaited as a named value: GCC 12 destroys some
+  // temporaries of a co_await full-expression twice (here the job's captured path was
+  // freed twice, and the node aborted).
   auto pool = blocking_pool::shared_default();
-  auto made = co_await pool->run(
-      [dir = ctx.workspace](const job_control&) -> expected<void> {
-        if (dir.empty()) {
-          return {};
-        }
-        auto ws = workspace::open(dir);
-        if (!ws) {
-          return tl::unexpected(ws.error());
-        }
-        return {};
-      },
-      std::chrono::seconds(10));
+  auto open_workspace = [dir = ctx.workspace](const job_control&) -> expected<void> {
+    if (dir.empty()) {
+      return {};
+    }
+    auto ws = workspace::open(dir);
+    if (!ws) {
+      return tl::unexpected(ws.error());
+    }
+    return {};
+  };
+  auto opening = pool->run(std::move(open_workspace), std::chrono::seconds(10));
+  auto made = co_await std::move(opening);
   if (!made || !*made) {
     co_return tool_failure("tool_error", !made ? made.error().message : made->error().message);
   }
