@@ -18,8 +18,10 @@ char fold(char c) noexcept {
   return static_cast<char>(std::tolower(static_cast<unsigned char>(c)));
 }
 
+// A name goes on through `_` and `-` ("code_x" is not "code"), though inside the tool's
+// name they match a space.
 bool word_char(char c) noexcept {
-  return std::isalnum(static_cast<unsigned char>(c)) != 0;
+  return std::isalnum(static_cast<unsigned char>(c)) != 0 || c == '_' || c == '-';
 }
 
 } // namespace

@@ -1061,18 +1061,6 @@ expected<settings> resolve_settings(const setting_sources& sources) {
 std::string to_toml(const settings& s) {
   std::string out;
   std::string section;
-  for (const auto& spec : specs()) {
-    std::string_view key = spec.key;
-    const auto dot = key.find('.');
-    const std::string key_section =
-        dot == std::string_view::npos ? "" : std::string(key.substr(0, dot));
-    if (key_section != section) {
-      section = key_section;
-      out += fmt::format("\n[{}]\n", section);
-    }
-    out += fmt::format("{} = {}\n", dot == std::string_view::npos ? key : key.substr(dot + 1),
-                       spec.get(s));
-  }
   const auto list = [](const std::vector<std::string>& items) {
     std::string text = "[";
     for (std::size_t k = 0; k < items.size(); ++k) {
@@ -1080,8 +1068,11 @@ std::string to_toml(const settings& s) {
     }
     return text + "]";
   };
-  if (!s.skills.dirs.empty() || !s.skills.runners.empty()) {
-    out += "\n[skills]\n";
+  // The [skills] keys that are no flag (config file only), printed inside the section
+  // its flags open: a TOML table is opened once.
+  bool skills_printed = false;
+  const auto skills_keys = [&] {
+    skills_printed = true;
     if (!s.skills.dirs.empty()) {
       std::vector<std::string> dirs;
       for (const auto& d : s.skills.dirs) {
@@ -1092,6 +1083,27 @@ std::string to_toml(const settings& s) {
     for (const auto& [ext, command] : s.skills.runners) {
       out += fmt::format("runners.{} = {}\n", ext, toml_string(command));
     }
+  };
+  for (const auto& spec : specs()) {
+    std::string_view key = spec.key;
+    const auto dot = key.find('.');
+    const std::string key_section =
+        dot == std::string_view::npos ? "" : std::string(key.substr(0, dot));
+    if (key_section != section) {
+      if (section == "skills") {
+        skills_keys();
+      }
+      section = key_section;
+      out += fmt::format("\n[{}]\n", section);
+    }
+    out += fmt::format("{} = {}\n", dot == std::string_view::npos ? key : key.substr(dot + 1),
+                       spec.get(s));
+  }
+  if (section == "skills") {
+    skills_keys();
+  } else if (!skills_printed && (!s.skills.dirs.empty() || !s.skills.runners.empty())) {
+    out += "\n[skills]\n";
+    skills_keys();
   }
   if (!s.secrets.allowed_env.empty()) {
     out += fmt::format("\n[secrets]\nallowed_env = {}\n", list(s.secrets.allowed_env));

@@ -69,6 +69,9 @@ approval_timeout_s = 5
 [[agents]]
 name = "b"
 skills = ["run_code"]
+)";
+  // A file with [[tools]] entries has no [tools] table (settings.cpp): the entries apart.
+  const std::string tools_toml = R"(
 [[tools]]
 name = "post_it"
 url = "https://example.org/x"
@@ -92,8 +95,11 @@ approval = "always"
   CHECK(s->agents[0].approval_timeout_s == 5);
   CHECK(s->agents[1].skill_enabled("run_code"));
   CHECK_FALSE(s->agents[1].skill_enabled("other"));
-  REQUIRE(s->custom_tools.size() == 1);
-  CHECK(s->custom_tools[0].approval == approval_mode::always);
+  auto with_tools = apply_toml({}, tools_toml, "tools.toml");
+  INFO((with_tools ? "" : with_tools.error().message));
+  REQUIRE(with_tools);
+  REQUIRE(with_tools->custom_tools.size() == 1);
+  CHECK(with_tools->custom_tools[0].approval == approval_mode::always);
   // Printed and read again, nothing changes.
   auto again = apply_toml({}, to_toml(*s), "printed");
   INFO((again ? "" : again.error().message));
@@ -101,6 +107,16 @@ approval = "always"
   CHECK(again->agents[0].approval == s->agents[0].approval);
   CHECK(again->skills.runners == s->skills.runners);
   CHECK(again->skills.dirs == s->skills.dirs);
+  CHECK(again->agents[0].approval_profile == "strict");
+  CHECK(again->agents[0].approval_timeout_s == 5);
+  CHECK(again->agents[0].skills == s->agents[0].skills);
+  CHECK(again->agents[1].skills == s->agents[1].skills);
+  CHECK(again->tools.approval_timeout_s == 30);
+  // A bad mode in an agent's table is named by its key.
+  auto bad_mode =
+      apply_toml({}, "[[agents]]\nname = \"a\"\napproval = { exec = \"sometimes\" }\n", "m.toml");
+  REQUIRE_FALSE(bad_mode);
+  CHECK_THAT(bad_mode.error().message, Catch::Contains("'approval.exec'"));
 
   for (const auto* bad :
        {"[[agents]]\nname = \"a\"\napproval = { exec = \"sometimes\" }\n",
