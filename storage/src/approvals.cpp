@@ -10,7 +10,7 @@ namespace {
 
 constexpr std::string_view approval_columns =
     "id, uuid, run_uuid, owner_user_id, agent, tool, call_id, arguments, reason, status, "
-    "COALESCE(decided_by, 0), COALESCE(decided_at, 0), note, created_at, expires_at";
+    "COALESCE(decided_by, 0), COALESCE(decided_at, 0), note, created_at, expires_at, round_json";
 
 approval_record read_approval(const statement& s) {
   approval_record a;
@@ -29,6 +29,7 @@ approval_record read_approval(const statement& s) {
   a.note = s.text(12);
   a.created_at = s.int64(13);
   a.expires_at = s.int64(14);
+  a.round_json = s.text(15);
   return a;
 }
 
@@ -38,10 +39,10 @@ expected<row_id> insert_approval(connection& c, const approval_record& a) {
   return detail::insert_row(
       c,
       "INSERT INTO approvals (uuid, run_uuid, owner_user_id, agent, tool, call_id, arguments, "
-      "reason, status, note, created_at, expires_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, 'pending', "
-      "'', ?, ?)",
+      "reason, status, note, created_at, expires_at, round_json) VALUES (?, ?, ?, ?, ?, ?, ?, ?, "
+      "'pending', '', ?, ?, ?)",
       a.uuid, a.run_uuid, a.owner_user_id, a.agent, a.tool, a.call_id, a.arguments, a.reason,
-      detail::stamp(a.created_at), a.expires_at);
+      detail::stamp(a.created_at), a.expires_at, a.round_json);
 }
 
 expected<bool> decide_approval(connection& c, const std::string& uuid, const std::string& status,
@@ -80,6 +81,39 @@ expected<std::vector<approval_record>> list_pending_approvals(connection& c, row
       detail::select(approval_columns, "approvals",
                      "WHERE status = 'pending' AND owner_user_id = ? ORDER BY id"),
       read_approval, owner);
+}
+
+expected<std::vector<approval_record>> list_run_approvals(connection& c,
+                                                          const std::string& run_uuid) {
+  return detail::query_all<approval_record>(
+      c, detail::select(approval_columns, "approvals", "WHERE run_uuid = ? ORDER BY id"),
+      read_approval, run_uuid);
+}
+
+expected<void> save_paused_round(connection& c, const std::string& run_uuid,
+                                 const std::string& round_json) {
+  return c.run("UPDATE approvals SET round_json = ? WHERE run_uuid = ? AND status = 'pending'",
+               round_json, run_uuid);
+}
+
+expected<std::int64_t> expire_run_approvals(connection& c, const std::string& run_uuid,
+                                            const std::string& note) {
+  auto ok = c.run("UPDATE approvals SET status = 'expired', decided_at = ?, note = ? WHERE "
+                  "run_uuid = ? AND status = 'pending'",
+                  detail::stamp(0), note, run_uuid);
+  if (!ok) {
+    return tl::unexpected(ok.error());
+  }
+  return static_cast<std::int64_t>(c.changes());
+}
+
+expected<bool> has_pending_approval(connection& c, const std::string& run_uuid) {
+  auto n = c.query_int("SELECT COUNT(*) FROM approvals WHERE run_uuid = ? AND status = 'pending'",
+                       run_uuid);
+  if (!n) {
+    return tl::unexpected(n.error());
+  }
+  return *n > 0;
 }
 
 } // namespace troupe::storage

@@ -38,6 +38,10 @@ struct approval_record {
   std::int64_t created_at = 0;
   /// When it is denied unless decided first (ms since the epoch).
   std::int64_t expires_at = 0;
+  /// What the paused round had done when the run last saved it (JSON, written by the
+  /// run: its calls and their state); empty before the first save. A restart resumes the
+  /// run from it.
+  std::string round_json;
 };
 
 /// Writes a pending approval; returns its row.
@@ -51,5 +55,17 @@ expected<bool> decide_approval(connection& c, const std::string& uuid, const std
 expected<approval_record> find_approval(connection& c, const std::string& uuid);
 /// Pending approvals, oldest first: of `owner` (0: everyone's).
 expected<std::vector<approval_record>> list_pending_approvals(connection& c, row_id owner);
+/// Every approval of run `run_uuid`, oldest first.
+expected<std::vector<approval_record>> list_run_approvals(connection& c,
+                                                          const std::string& run_uuid);
+/// Saves the paused round of run `run_uuid` on each of its pending approvals.
+expected<void> save_paused_round(connection& c, const std::string& run_uuid,
+                                 const std::string& round_json);
+/// Expires every pending approval of run `run_uuid` with `note` (its run ended); returns
+/// how many.
+expected<std::int64_t> expire_run_approvals(connection& c, const std::string& run_uuid,
+                                            const std::string& note);
+/// Whether run `run_uuid` has a pending approval.
+expected<bool> has_pending_approval(connection& c, const std::string& run_uuid);
 
 } // namespace troupe::storage
