@@ -161,13 +161,6 @@ expected<void> node::impl::start_extension_tools(tools::tool_resolver& resolver)
     return tl::unexpected(stored.error());
   }
   for (auto& t : *stored) {
-    // `approval` (issue 19) is not a column of the tools table: a declared tool takes it
-    // from the config file.
-    for (const auto& declared : config.custom_tools) {
-      if (declared.name == t.name) {
-        t.approval = declared.approval;
-      }
-    }
     // A stored tool that no longer builds (a variable no longer allowed) is left out, not
     // the node: the log says why, and the API can fix or delete it.
     const auto name = t.name;

@@ -426,6 +426,12 @@ void write_custom_tool(json_writer& w, const custom_tool_settings& t) {
     w.key("language").value(to_string(t.language));
     w.key("code").value(t.code).key("file").value(t.file);
   }
+  w.key("approval");
+  if (t.approval) {
+    w.value(to_string(*t.approval));
+  } else {
+    w.value(nullptr);
+  }
   w.key("declared").value(t.declared);
   w.end_object();
 }
@@ -441,7 +447,7 @@ expected<void> read_custom_tool(const json_object& o, custom_tool_settings& t, b
   static const std::set<std::string_view> known = {
       "name",          "description", "kind", "parameters", "timeout", "enabled",
       "agents",        "method",      "url",  "headers",    "body",    "max_response_bytes",
-      "allow_private", "language",    "code", "file"};
+      "allow_private", "language",    "code", "file",       "approval"};
   for (const auto key : o.keys()) {
     // `declared` is in every answer of the API: a tool sent back as it was read is fine.
     if (!known.contains(key) && key != "declared") {
@@ -524,6 +530,22 @@ expected<void> read_custom_tool(const json_object& o, custom_tool_settings& t, b
   }
   t.enabled = enabled->value_or(t.enabled);
   t.allow_private = allow_private->value_or(t.allow_private);
+  // `approval` (issue 19): a mode, or null for none (the agent's settings decide).
+  if (auto a = o.element("approval")) {
+    if (a->is_null()) {
+      t.approval.reset();
+    } else {
+      std::string_view mode_text;
+      if (a->get_string().get(mode_text) != simdjson::SUCCESS) {
+        return o.problem("approval", "must be \"never\", \"agent_initiated\", \"always\" or null");
+      }
+      auto mode = parse_approval_mode(mode_text);
+      if (!mode) {
+        return o.problem("approval", "must be \"never\", \"agent_initiated\", \"always\" or null");
+      }
+      t.approval = *mode;
+    }
+  }
   if (o.has("agents")) {
     auto agents = o.text_list("agents");
     if (!agents) {
