@@ -99,6 +99,10 @@ expected<void> node::impl::open_storage() {
     log::warn("marked {} run(s) interrupted: they were running when troupe last stopped",
               recovered->interrupted_runs);
   }
+  if (recovered->paused_runs > 0) {
+    log::info("{} run(s) wait for a human's approval since before the last stop: they resume",
+              recovered->paused_runs);
+  }
   // The declared providers and agents, before anything can read them. The writer
   // actor does not exist yet, so this connection is still the only writer.
   auto synced = storage::sync_declared_catalog(*conn, config.providers, config.agents);

@@ -204,6 +204,20 @@ void finish(journal_self self, run_result result) {
 run_journal_actor::behavior_type journal_behavior(journal_self self, journal_options options) {
   self->state.options = std::move(options);
   self->state.wait_owed = self->state.options.awaited;
+  {
+    // A resumed run's earlier entries are stored already: replayed, never written again.
+    auto& st = self->state;
+    st.entries = std::move(st.options.earlier);
+    st.options.earlier.clear();
+    st.submitted = st.entries.size();
+    for (const auto& e : st.entries) {
+      *st.held += e.size_bytes();
+    }
+    st.view.last_seq = st.entries.empty() ? 0 : st.entries.back().seq;
+    if (st.options.directory) {
+      tell_to_go(self, st.options.directory->grow(*st.held));
+    }
+  }
   // The state is gone when attached functors run: what it holds is counted here too.
   self->attach_functor([held = self->state.held, dir = self->state.options.directory,
                         id = self->state.options.run_id, address = self->address()] {

@@ -139,6 +139,7 @@ void start_call(run_self self, std::size_t index) {
   auto& st = self->state;
   auto& slot = st.calls[index];
   slot.started = std::chrono::steady_clock::now();
+  slot.launched = true;
   ++st.running_calls;
   if (slot.call.name == "sub_agent") {
     start_sub_agents(self, index);
@@ -251,9 +252,16 @@ void on_call_done(run_self self, std::size_t index) {
       std::chrono::steady_clock::now() - slot.started);
   publish_action_finished(self, slot);
   --st.running_calls;
+  // While another call waits for a human, the round as it is now is what a restart
+  // resumes.
+  save_round(self);
   if (st.running_calls == 0) {
     start_calls(self);
   }
+}
+
+void continue_round(run_self self) {
+  start_calls(self);
 }
 
 namespace {

@@ -103,11 +103,15 @@ asio::awaitable<http_response> decide(state_ptr state, request_context& ctx, api
                        });
   auto written = co_await std::move(pending);
   if (!written) {
+    if (claim == actors::approvals_facade::claim_result::claimed) {
+      state->approvals->release(id);
+    }
     co_return written.error().code == errc::conflict
         ? http_response::error(409, "conflict", written.error().message)
         : error_response(written.error());
   }
-  if (claim == actors::approvals_facade::claim_result::claimed) {
+  // To the run that waits, or kept for the run a restart resumes.
+  if (state->approvals) {
     state->approvals->deliver(id, approve, note_text, by);
   }
   auto stored = read(state, [&id](auto& c) { return storage::find_approval(c, id); });
@@ -117,7 +121,8 @@ asio::awaitable<http_response> decide(state_ptr state, request_context& ctx, api
   json_writer w;
   write_approval(w, *stored);
   auto text = std::move(w).str();
-  // Whether a live run took the decision (false: the node restarted since it paused).
+  // Whether a live run took the decision at once (false: the run is not live yet, as
+  // after a restart; the decision goes to it when it resumes).
   text.insert(text.size() - 1, claim == actors::approvals_facade::claim_result::claimed
                                    ? R"(,"delivered":true)"
                                    : R"(,"delivered":false)");

@@ -178,3 +178,163 @@ TEST_CASE("a tool that needs approval pauses the run: approve runs it once, deny
         409);
   CHECK_THAT(body_of(s.call("GET", "/api/v1/approvals", ann)), !Catch::Contains(id3));
 }
+
+TEST_CASE("a custom tool created over the API carries its approval: a bad value is refused, a "
+          "run that calls it waits for a human, and null clears it",
+          "[integration][approvals][custom_tools]") {
+  origin_server origin;
+  request_log log;
+  troupe::mock::mock_llm_options o;
+  auto rules = troupe::mock::parse_mock_script(R"([
+    {"match": {"user": "ping them", "has_tool_result": false},
+     "reply": {"tool_calls": [{"name": "ping", "arguments": {"who": "team"}}]}},
+    {"match": {"user": "ping them", "has_tool_result": true}, "reply": {"text": "pinged"}}
+  ])");
+  REQUIRE(rules);
+  o.rules = std::move(*rules);
+  o.observe = log.observer();
+  mock_llm_fixture mock(std::move(o));
+  const std::string config =
+      "[[providers]]\nname = \"mock\"\ntype = \"openai-compatible\"\nbase_url = \"" +
+      mock.base_url() +
+      "\"\n"
+      "[[agents]]\nname = \"worker\"\nprovider = \"mock\"\nmodel = \"mock-llm\"\n"
+      "timeout_s = 120\n";
+  api_server s("rate_per_second = 1000\nrate_burst = 1000\n", config);
+  REQUIRE(s.port() != 0);
+  const auto ann = s.user_token("ann");
+  const auto tool = [&](const std::string& approval) {
+    return R"({"name":"ping","description":"pings people","kind":"http","method":"POST",)"
+           R"("allow_private":true,"url":")" +
+           origin.origin() + R"(/echo/ping","approval":)" + approval + "}";
+  };
+  auto bad = s.call("POST", "/api/v1/tools", s.admin(), tool(R"("sometimes")"));
+  INFO(bad);
+  CHECK(status_of(bad) == 400);
+  CHECK_THAT(body_of(bad), Catch::Contains("approval"));
+  CHECK(status_of(s.call("POST", "/api/v1/tools", s.admin(), tool("7"))) == 400);
+  auto made = s.call("POST", "/api/v1/tools", s.admin(), tool(R"("always")"));
+  INFO(made);
+  REQUIRE(status_of(made) == 201);
+  CHECK_THAT(body_of(made), Catch::Contains(R"("approval":"always")"));
+  CHECK_THAT(body_of(s.call("GET", "/api/v1/tools/ping", ann)),
+             Catch::Contains(R"("approval":"always")"));
+
+  // The run pauses on the tool until its owner approves; then it runs once.
+  auto created = s.call("POST", "/api/v1/runs", ann, R"({"agent":"worker","message":"ping them"})");
+  REQUIRE(status_of(created) == 202);
+  const auto run = json_field(body_of(created), "run_id");
+  const auto id = pending_approval(s, ann, run);
+  CHECK(origin.calls().count("request") == 0);
+  REQUIRE(status_of(s.call("POST", "/api/v1/approvals/" + id, ann, R"({"decision":"approve"})")) ==
+          200);
+  REQUIRE(wait_until([&] { return run_status(s, ann, run) == "succeeded"; }, 20s));
+  CHECK(origin.calls().count("request") == 1);
+
+  // Kept across a restart (its own column), and cleared with null: the next run does not ask.
+  s.restart();
+  CHECK_THAT(body_of(s.call("GET", "/api/v1/tools/ping", ann)),
+             Catch::Contains(R"("approval":"always")"));
+  auto cleared = s.call("PATCH", "/api/v1/tools/ping", s.admin(), R"({"approval":null})");
+  INFO(cleared);
+  REQUIRE(status_of(cleared) == 200);
+  CHECK_THAT(body_of(cleared), Catch::Contains(R"("approval":null)"));
+  created = s.call("POST", "/api/v1/runs", ann, R"({"agent":"worker","message":"ping them"})");
+  REQUIRE(status_of(created) == 202);
+  const auto run2 = json_field(body_of(created), "run_id");
+  REQUIRE(wait_until([&] { return run_status(s, ann, run2) == "succeeded"; }, 20s));
+  CHECK(origin.calls().count("request") == 2);
+  CHECK_THAT(body_of(s.call("GET", "/api/v1/approvals", s.admin())), !Catch::Contains(run2));
+}
+
+TEST_CASE("a restart keeps a pending approval, and the decision after it resumes the run: the "
+          "tool runs once and the run finishes",
+          "[integration][approvals][restart]") {
+  const int signo = GENERATE(SIGTERM, SIGKILL);
+  INFO("stopped with signal " << signo);
+  origin_server origin;
+  request_log log;
+  troupe::mock::mock_llm_options o;
+  auto rules = troupe::mock::parse_mock_script(R"([
+    {"match": {"user": "approve me", "has_tool_result": false},
+     "reply": {"tool_calls": [{"name": "notify", "arguments": {"who": "team"}}]}},
+    {"match": {"user": "approve me", "has_tool_result": true}, "reply": {"text": "notified"}},
+    {"match": {"user": "deny me", "has_tool_result": false},
+     "reply": {"tool_calls": [{"name": "notify", "arguments": {"who": "all"}}]}},
+    {"match": {"prompt": "deny me", "has_tool_result": true},
+     "reply": {"text": "I could not notify anyone: a human denied the call."}}
+  ])");
+  REQUIRE(rules);
+  o.rules = std::move(*rules);
+  o.observe = log.observer();
+  mock_llm_fixture mock(std::move(o));
+  const std::string config =
+      "[[providers]]\nname = \"mock\"\ntype = \"openai-compatible\"\nbase_url = \"" +
+      mock.base_url() +
+      "\"\n"
+      "[[agents]]\nname = \"worker\"\nprovider = \"mock\"\nmodel = \"mock-llm\"\n"
+      "timeout_s = 120\n"
+      "[[tools]]\nname = \"notify\"\ndescription = \"tells people\"\nmethod = \"POST\"\n"
+      "approval = \"always\"\nallow_private = true\nurl = \"" +
+      origin.origin() + "/echo/notify\"\n";
+  api_server s("rate_per_second = 1000\nrate_burst = 1000\n", config);
+  REQUIRE(s.port() != 0);
+  const auto ann = s.user_token("ann");
+
+  auto created =
+      s.call("POST", "/api/v1/runs", ann, R"({"agent":"worker","message":"approve me"})");
+  REQUIRE(status_of(created) == 202);
+  const auto run = json_field(body_of(created), "run_id");
+  const auto id = pending_approval(s, ann, run);
+  created = s.call("POST", "/api/v1/runs", ann, R"({"agent":"worker","message":"deny me"})");
+  REQUIRE(status_of(created) == 202);
+  const auto run2 = json_field(body_of(created), "run_id");
+  const auto id2 = pending_approval(s, ann, run2);
+  const auto requests_before = log.joined().size();
+
+  s.restart(signo);
+  REQUIRE(s.port() != 0);
+  // Still pending, and still its run's: nothing was run, nothing was asked of the model.
+  CHECK(run_status(s, ann, run) == "running");
+  CHECK(run_status(s, ann, run2) == "running");
+  CHECK(pending_approval(s, ann, run) == id);
+  CHECK(pending_approval(s, ann, run2) == id2);
+  CHECK(origin.calls().count("request") == 0);
+  CHECK(log.joined().size() == requests_before);
+  CHECK(wait_until(
+      [&] {
+        return s.process().output().find("resumed 2 run(s) that wait for a human") !=
+               std::string::npos;
+      },
+      10s));
+
+  auto decided =
+      s.call("POST", "/api/v1/approvals/" + id, ann, R"({"decision":"approve","note":"go"})");
+  INFO(decided);
+  REQUIRE(status_of(decided) == 200);
+  CHECK_THAT(body_of(decided), Catch::Contains(R"("status":"approved")"));
+  REQUIRE(wait_until([&] { return run_status(s, ann, run) != "running"; }, 20s));
+  INFO(body_of(s.call("GET", "/api/v1/runs/" + run, ann)));
+  CHECK(run_status(s, ann, run) == "succeeded");
+  CHECK(origin.calls().count("request") == 1);
+  CHECK_THAT(body_of(s.call("GET", "/api/v1/runs/" + run, ann)), Catch::Contains("notified"));
+  {
+    // The run's events across the restart: the approval asked before it, decided after it.
+    raw_client c(s.port());
+    c.send(sse_request("/api/v1/runs/" + run + "/events", ann));
+    const auto text = c.read_until("data: [DONE]", 10s);
+    CHECK_THAT(text, Catch::Contains(R"("timeout_s":)") &&
+                         Catch::Contains(R"("decision":"approved")") &&
+                         Catch::Contains("resume_after_restart"));
+  }
+
+  // Denied after the restart: blocker evidence and an honest answer; the tool never ran.
+  REQUIRE(status_of(s.call("POST", "/api/v1/approvals/" + id2, ann,
+                           R"({"decision":"deny","note":"not today"})")) == 200);
+  REQUIRE(wait_until([&] { return run_status(s, ann, run2) != "running"; }, 20s));
+  CHECK(run_status(s, ann, run2) == "succeeded");
+  CHECK(origin.calls().count("request") == 1);
+  CHECK_THAT(log.joined(), Catch::Contains("policy_blocked") && Catch::Contains("not today"));
+  CHECK_THAT(body_of(s.call("GET", "/api/v1/runs/" + run2, ann)),
+             Catch::Contains("I could not notify anyone"));
+}

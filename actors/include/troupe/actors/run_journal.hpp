@@ -166,6 +166,9 @@ struct journal_options {
   /// whatever else arrived meanwhile; a run that ends sooner stores its events once, at
   /// its end (after its answer), so a short run costs no commit for its events before it.
   std::chrono::milliseconds persist_after{std::chrono::milliseconds(200)};
+  /// A run resumed after a restart (issue 19): its entries from before, as stored (seq 1
+  /// to N, not written again); the new ones follow from N + 1.
+  std::vector<journal_entry> earlier;
 };
 
 run_journal_actor spawn_run_journal(caf::actor_system& system, journal_options options);
