@@ -294,6 +294,7 @@ void node::impl::start_channels() {
   channel_options.reads = db_reads;
   channel_options.catalog = catalog_rows;
   channel_options.chat = chat_facade;
+  channel_options.approvals = approvals;
   channel_options.secrets = secrets;
   channel_options.declared = config.channels;
   channel_options.environment = environment_snapshot();
