@@ -45,15 +45,16 @@ struct sandbox_request {
   std::vector<std::string> argv;
   /// Host directory bound read-write at /work (the working directory).
   std::filesystem::path workspace;
-  /// A host directory bound read-only at `read_only_target` (a skill's folder at /skill);
-  /// empty: none.
-  std::filesystem::path read_only_dir;
-  std::string read_only_target = "/skill";
   /// Extra environment; the base environment is minimal (PATH, HOME, LANG, TMPDIR).
   std::map<std::string, std::string> env;
   /// Written to the process's stdin, which is then closed.
   std::string stdin_data;
   sandbox_limits limits;
+  /// A host directory bound read-only at `read_only_target` (a skill's folder at /skill);
+  /// empty: none. Last, with initializers: the positional initializations of the fields
+  /// before them stay whole.
+  std::filesystem::path read_only_dir{};
+  std::string read_only_target = "/skill";
 };
 
 /// How the run went.

@@ -82,7 +82,7 @@ struct tool_context {
   std::int64_t conversation_row = 0;
   std::int64_t run_row = 0;
   /// The agent's `skills` list ("*": every skill): the skill tool answers only those.
-  std::vector<std::string> skills;
+  std::vector<std::string> skills{};
   /// The agent's `memory_autoapprove`: what it proposes is written active.
   bool memory_autoapprove = false;
   /// The HTTP client of the executor the call runs on (the run's shard): HTTP tools,
