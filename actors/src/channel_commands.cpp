@@ -46,38 +46,70 @@ std::string identity_of(const thread_state& st, const storage::inbound_record& m
 /// (nothing of it was stored).
 void finish_command(thread_self self, const storage::inbound_record& m, const std::string& text,
                     effect_fn effect = {}, after_fn after = {}) {
-  auto& st = self->state;
-  auto rows = reply_rows(st, m.run_uuid, text, m.reply_to);
-  auto notice = owed_notice(st, m);
-  auto op = storage::make_write(
-      "channel command answered",
-      [effect, rows, notice, id = m.id](storage::connection& c) -> expected<void> {
+  finish_command_choosing(
+      self, m, {text},
+      [effect](storage::connection& c) -> expected<std::size_t> {
         if (effect) {
           if (auto ok = effect(c); !ok) {
-            return ok;
+            return tl::unexpected(ok.error());
           }
+        }
+        return std::size_t{0};
+      },
+      [after](thread_self s, std::size_t) {
+        if (after) {
+          after(s);
+        }
+      });
+}
+
+} // namespace
+
+void finish_command_choosing(thread_self self, const storage::inbound_record& m,
+                             const std::vector<std::string>& texts, choosing_effect effect,
+                             chosen_fn after, std::function<void(thread_self)> failed) {
+  auto& st = self->state;
+  std::vector<std::vector<storage::outbox_record>> answers;
+  for (const auto& text : texts) {
+    answers.push_back(reply_rows(st, m.run_uuid, text, m.reply_to));
+  }
+  auto notice = owed_notice(st, m);
+  auto chosen = std::make_shared<std::size_t>(0);
+  auto op = storage::make_write(
+      "channel command answered",
+      [effect, answers, notice, chosen, id = m.id](storage::connection& c) -> expected<void> {
+        if (effect) {
+          auto which = effect(c);
+          if (!which) {
+            return tl::unexpected(which.error());
+          }
+          *chosen = std::min(*which, answers.size() - 1);
         }
         if (notice) {
           if (auto ok = record_notice(c, *notice); !ok) {
             return ok;
           }
         }
-        for (const auto& r : rows) {
+        for (const auto& r : answers[*chosen]) {
           if (auto ok = storage::enqueue_outbox(c, r); !ok) {
             return tl::unexpected(ok.error());
           }
         }
         return storage::set_inbound_status(c, id, "done");
       });
-  store(self, std::move(op), [self, rows, notice, after, m](write_result r) {
+  store(self, std::move(op), [self, answers, chosen, notice, after, failed, m](write_result r) {
     auto& s = self->state;
     s.submitting = false;
     if (!r) {
       log::error("channel {} thread {}: command {} not answered: {}", channel_of(s).record.name,
                  s.spec.thread_key, m.platform_message_id, r.error().message);
+      if (failed) {
+        failed(self);
+      }
       retry_front_later(self);
       return;
     }
+    const auto& rows = answers[*chosen];
     s.submit_failures = 0;
     if (!s.inbox.empty() && s.inbox.front().id == m.id) {
       pop_front_message(self);
@@ -86,7 +118,7 @@ void finish_command(thread_self self, const storage::inbound_record& m, const st
       s.notice_through = std::max(s.notice_through, notice->through_id);
     }
     if (after) {
-      after(self);
+      after(self, *chosen);
     }
     std::vector<storage::outbox_record> queued;
     if (notice) {
@@ -97,6 +129,8 @@ void finish_command(thread_self self, const storage::inbound_record& m, const st
     pump_inbox(self);
   });
 }
+
+namespace {
 
 /// The archives the sender of `m` may resume here, newest first (their own, without the
 /// thread's current conversation), at most as many as are listed.
@@ -321,6 +355,10 @@ void answer_command(thread_self self, const storage::inbound_record& message,
       return;
     case channel::command_kind::help:
       finish_command(self, message, std::string(channel::help_text()));
+      return;
+    case channel::command_kind::approve:
+    case channel::command_kind::deny:
+      decide_approval(self, message, command);
       return;
     case channel::command_kind::none:
     case channel::command_kind::compact:

@@ -152,6 +152,7 @@ void await_result(thread_self self, storage::row_id inbound_id, const std::strin
   st.runs.push_back(awaited_run{ticket.run_id, ticket.conversation_id, ticket});
   start_typing(st, reply_to);
   follow_preview(self, ticket, reply_to);
+  follow_approvals(self, ticket, reply_to);
   auto* http = st.spec.context->http_here();
   auto waiting = st.spec.context->chat->wait(ticket, limit);
   start_io(self, http->get_executor(), std::move(waiting),

@@ -72,6 +72,7 @@ channel_service::channel_service(caf::actor_system& system, channel_service_opti
   registry_->system = &system_;
   auto ctx = std::make_shared<channel_thread_context>();
   ctx->system = &system_;
+  ctx->approvals = options_.approvals;
   ctx->writer = options_.writer;
   ctx->reads = options_.reads;
   ctx->catalog = options_.catalog;

@@ -411,6 +411,9 @@ channel_thread_actor::behavior_type channel_thread(thread_self self, channel_thr
       },
       [self](preview_atom, preview_delta& delta) { on_preview_delta(self, std::move(delta)); },
       [self](preview_atom, const std::string& run_id) { on_preview_tick(self, run_id); },
+      [self](ask_approval_atom, approval_request& request) {
+        ask_approval(self, std::move(request));
+      },
       [self](drain_atom, caf::actor& waiter) {
         auto& st = self->state;
         stop_typing(st);

@@ -16,6 +16,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <functional>
 #include <map>
 #include <memory>
 #include <optional>
@@ -222,8 +223,33 @@ bool preview_editing(const thread_state& st, const std::string& run_id);
 /// When the next change of `run_id`'s preview may be made, in ms since the epoch (0: now).
 std::int64_t preview_next_change(const thread_state& st, const std::string& run_id);
 
+// channel_approvals.cpp
+
+/// Follows the journal of `ticket` for its approvals: a call that waits for a human is
+/// asked about in the thread (`ask_approval_atom`).
+void follow_approvals(thread_self self, const run_ticket& ticket, const std::string& reply_to);
+/// Asks the thread's user to decide `request` (once per approval: the message is keyed
+/// by its id).
+void ask_approval(thread_self self, approval_request request);
+/// `/approve ID` or `/deny ID` (the inbox's front message): decided when the sender is
+/// the one the approval waits for (or an admin), stored with the answer in one commit,
+/// then handed to the run.
+void decide_approval(thread_self self, const storage::inbound_record& message,
+                     const channel::command& command);
+
 // channel_commands.cpp
 
+/// The effect of a command in its commit; it chooses which of the answers is recorded.
+using choosing_effect = std::function<expected<std::size_t>(storage::connection&)>;
+using chosen_fn = std::function<void(thread_self, std::size_t)>;
+/// Records one of `texts` (the one `effect` chooses; the first without an effect) as the
+/// answer to command message `m`, with the effect (and the notice owed) in one commit,
+/// then runs `after` with the choice, takes the message off the inbox and moves on. A
+/// failed commit runs `failed` and leaves the message at the front: it is answered again
+/// after a back-off (nothing of it was stored).
+void finish_command_choosing(thread_self self, const storage::inbound_record& m,
+                             const std::vector<std::string>& texts, choosing_effect effect,
+                             chosen_fn after = {}, std::function<void(thread_self)> failed = {});
 /// Answers `command` (the inbox's front message, a slash command other than `/compact`)
 /// without the model; pops the message and pumps the inbox once its reply is recorded.
 void answer_command(thread_self self, const storage::inbound_record& message,

@@ -63,25 +63,6 @@ std::uint32_t provider_context_window(const std::string& config_json) {
   return default_context_window;
 }
 
-/// Whose memory a queued run resumed after a restart uses: when a channel message started
-/// it, its sender's (`channel:<channel>:<sender>`, the user the thread gave its run before
-/// the stop; under `thread` scope not the conversation's owner); else 0, the owner's. The
-/// run's first message decides, as for a turn others joined.
-storage::row_id resumed_memory_user(storage::read_pool& reads, const std::string& run_uuid) {
-  return reads.with([&](storage::connection& c) -> storage::row_id {
-    auto message = storage::find_inbound_by_run(c, run_uuid);
-    if (!message) {
-      return 0;
-    }
-    auto channel = storage::find_channel(c, message->channel_id);
-    if (!channel) {
-      return 0;
-    }
-    auto user = storage::find_user_by_name(c, channel_identity(channel->name, message->sender));
-    return user ? user->id : 0;
-  });
-}
-
 } // namespace
 
 std::size_t load_budget(const agent_settings& agent) {
@@ -144,6 +125,34 @@ expected<agent_settings> agent_from_record(const storage::agent_record& a,
     std::string_view mode;
     if (limits["web_search"].get_string().get(mode) == simdjson::SUCCESS) {
       s.web_search = parse_web_search_mode(mode).value_or(web_search_mode::off);
+    }
+    // Skills and approvals (issue 19); what does not parse is left out.
+    simdjson::dom::array skills;
+    if (limits["skills"].get_array().get(skills) == simdjson::SUCCESS) {
+      for (auto item : skills) {
+        std::string_view name;
+        if (item.get_string().get(name) == simdjson::SUCCESS) {
+          s.skills.emplace_back(name);
+        }
+      }
+    }
+    simdjson::dom::object approval;
+    if (limits["approval"].get_object().get(approval) == simdjson::SUCCESS) {
+      for (auto field : approval) {
+        std::string_view text;
+        if (field.value.get_string().get(text) == simdjson::SUCCESS) {
+          if (auto m = parse_approval_mode(text)) {
+            s.approval.emplace(std::string(field.key), *m);
+          }
+        }
+      }
+    }
+    if (limits["approval_profile"].get_string().get(mode) == simdjson::SUCCESS &&
+        check_approval_profile(mode)) {
+      s.approval_profile = std::string(mode);
+    }
+    if (limits["approval_timeout_s"].get_uint64().get(v) == simdjson::SUCCESS) {
+      s.approval_timeout_s = static_cast<std::uint32_t>(std::min<std::uint64_t>(v, 7 * 24 * 3600));
     }
   }
   return s;
@@ -327,6 +336,7 @@ asio::awaitable<expected<submitted_run>> chat_service::submit(chat_submission su
   jo.directory = directory_;
   jo.awaited = submission.awaited;
   jo.metrics = options_.metrics;
+  jo.earlier = std::move(submission.earlier_entries);
   if (options_.writer) {
     jo.writer = options_.writer;
   }
@@ -378,7 +388,8 @@ asio::awaitable<expected<submitted_run>> chat_service::submit(chat_submission su
       break;
     }
     turn_request turn{submission.text,    out.run_id,        out.journal,
-                      submission.run_row, submission.policy, submission.memory_user};
+                      submission.run_row, submission.policy, submission.memory_user,
+                      submission.resume};
     auto handed =
         ask<bool>(system_, *conversation, hand_over_timeout, send_atom::value, std::move(turn));
     auto accepted = co_await std::move(handed);
@@ -415,7 +426,31 @@ asio::awaitable<expected<submitted_run>> chat_service::submit(chat_submission su
                                                 out.conversation_id, last_error));
 }
 
+/// Whose memory a run resumed after a restart (queued, or paused on an approval) uses: when
+/// a channel message started it, its sender's (`channel:<channel>:<sender>`, the user the
+/// thread gave its run before the stop; under `thread` scope not the conversation's
+/// owner); else 0, the owner's. The run's first message decides, as for a turn others
+/// joined.
+storage::row_id chat_service::resumed_memory_user(storage::read_pool& reads,
+                                                  const std::string& run_uuid) {
+  return reads.with([&](storage::connection& c) -> storage::row_id {
+    auto message = storage::find_inbound_by_run(c, run_uuid);
+    if (!message) {
+      return 0;
+    }
+    auto channel = storage::find_channel(c, message->channel_id);
+    if (!channel) {
+      return 0;
+    }
+    auto user = storage::find_user_by_name(c, channel_identity(channel->name, message->sender));
+    return user ? user->id : 0;
+  });
+}
+
 asio::awaitable<std::size_t> chat_service::resume_queued_runs() {
+  // A paused run was accepted before the runs queued behind it in its conversation.
+  auto resuming = resume_paused_runs();
+  co_await std::move(resuming);
   auto queued =
       options_.reads->with([](storage::connection& c) { return storage::list_queued_turns(c); });
   if (!queued) {

@@ -28,9 +28,6 @@ using namespace detail;
 
 namespace {
 
-// How long a conversation waits for a run beyond the run's own deadline.
-constexpr auto run_grace = std::chrono::seconds(30);
-
 /// `/compact` (issue 16): the message asks to compress the conversation's prompt now.
 bool is_compact_command(std::string_view text) {
   while (!text.empty() && std::isspace(static_cast<unsigned char>(text.front())) != 0) {
@@ -91,6 +88,10 @@ void deliver_turn(conversation_self self, pending_turn& turn, const run_result& 
   }
 }
 
+} // namespace
+
+namespace detail {
+
 void on_run_done(conversation_self self, run_result result) {
   auto& st = self->state;
   if (st.current_turn.store_failure) {
@@ -115,10 +116,6 @@ void on_run_done(conversation_self self, run_result result) {
   }
   store_artifacts(self, std::move(result));
 }
-
-} // namespace
-
-namespace detail {
 
 void end_turn(conversation_self self, run_result result) {
   auto& st = self->state;
@@ -145,7 +142,8 @@ void launch(conversation_self self) {
   // Its row and message are still being written: the run starts now (its model call
   // overlaps the commit) and its own writes follow once the row is known.
   spec.row_pending = st.current_turn.storing;
-  spec.row_inserted_running = st.current_turn.starts_at_once;
+  spec.row_inserted_running = st.current_turn.starts_at_once || st.current_turn.resume;
+  spec.resume = st.current_turn.resume;
   // The user's message was stored with the run row when the turn was accepted.
   spec.persist_user_message = false;
   spec.conversation_row = st.spec.conversation_row;
@@ -165,18 +163,7 @@ void launch(conversation_self self) {
   // On the conversation's shard: the run's LLM transfers and tool calls use its client.
   spec.io.http = spec.io.http_here();
   st.current = spawn_run(self->system(), std::move(spec), caf::actor_cast<run_event_sink>(self));
-  const auto limit = std::chrono::duration_cast<caf::timespan>(st.spec.agent.timeout) +
-                     std::chrono::duration_cast<caf::timespan>(run_grace);
-  self->request(st.current, limit, run_atom::value)
-      .then([self](run_result& r) { on_run_done(self, std::move(r)); },
-            [self](caf::error& e) {
-              // A crashed or hung run fails its turn; the conversation goes on.
-              run_result r;
-              r.status = storage::run_status::failed;
-              r.error =
-                  fmt::format("the run ended without a result: {}", from_caf_error(e).message);
-              on_run_done(self, std::move(r));
-            });
+  await_run(self);
 }
 
 void start_next(conversation_self self) {
@@ -473,11 +460,12 @@ conversation_actor::behavior_type conversation_behavior(conversation_self self,
   self->state.spec.history_spans.clear();
   trim_history(self->state.history, self->state.history_spans, self->state.spec.history_limit);
   schedule_idle(self);
-  // Told to exit (shutdown): cancel the active run, so it ends now rather than at its
-  // deadline (an actor system waits for every actor before it stops).
+  // Told to exit (shutdown): the active run ends now rather than at its deadline (an
+  // actor system waits for every actor before it stops): cancelled, or, when it waits for
+  // a human's approval, left to be resumed at the next start.
   self->set_exit_handler([self](caf::exit_msg& msg) {
     if (self->state.current) {
-      self->send(self->state.current, cancel_atom::value);
+      self->send(self->state.current, shutdown_atom::value);
     }
     self->quit(msg.reason);
   });
@@ -515,6 +503,7 @@ conversation_actor::behavior_type conversation_behavior(conversation_self self,
         turn.recovered = request.run_row != 0;
         turn.policy = request.policy;
         turn.memory_user = request.memory_user;
+        turn.resume = std::move(request.resume);
         // Answered when the message and its run row are committed.
         auto ack = self->make_response_promise();
         accept(self, std::move(turn), ack);
@@ -554,6 +543,9 @@ conversation_actor::behavior_type conversation_behavior(conversation_self self,
         return view;
       },
       [self](event_atom, run_event& e) {
+        if (e.type == run_event_type::approval) {
+          note_approval_event(self->state, e);
+        }
         for (const auto& s : self->state.subscribers) {
           self->send(s, event_atom::value, e);
         }
@@ -561,6 +553,7 @@ conversation_actor::behavior_type conversation_behavior(conversation_self self,
           self->send(o, event_atom::value, e);
         }
       },
+      [self](guard_atom, std::uint64_t turn) { on_guard(self, turn); },
       [self](idle_atom, std::uint64_t generation) {
         auto& st = self->state;
         if (generation == st.activity && !busy(st) && st.queue.empty()) {

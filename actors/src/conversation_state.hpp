@@ -2,9 +2,11 @@
 
 // The conversation actor's state, shared by the files that implement it:
 // conversation.cpp (turns, queue policies, runs), conversation_history.cpp (the history
-// kept between turns and what the next prompt would carry) and conversation_artifacts.cpp
-// (a run's files copied into the files store). Private to actors/src.
+// kept between turns and what the next prompt would carry), conversation_artifacts.cpp
+// (a run's files copied into the files store) and conversation_guard.cpp (the limit on the
+// active run, moved by its waits for a human). Private to actors/src.
 
+#include <chrono>
 #include <cstddef>
 #include <deque>
 #include <memory>
@@ -48,6 +50,8 @@ struct pending_turn {
   /// The stored row of its (first) user message, filled by the write that stores it;
   /// null when another write stored it (a recovered turn).
   storage::message_span message_span;
+  /// A run resumed from its paused round (turn_request::resume).
+  std::shared_ptr<const run_resume> resume;
 };
 
 struct conversation_state {
@@ -68,6 +72,15 @@ struct conversation_state {
   /// thread by the write that inserts it, so the writes queued behind that one (which
   /// the writer applies in order) can name it before the conversation learns it.
   std::shared_ptr<storage::row_id> unstored_row;
+  /// The active run's guard: its limit is the agent's timeout and a grace, moved by the
+  /// time the run waits for a human (its deadline does not count that time either,
+  /// issue 19), as its `approval` events tell: calls waiting now, since when, and how long
+  /// they waited before. `run_answered`: the run's result (or the guard) ended the turn.
+  std::chrono::steady_clock::time_point launched_at{};
+  std::size_t human_waits = 0;
+  std::optional<std::chrono::steady_clock::time_point> waiting_since;
+  std::chrono::steady_clock::duration waited{};
+  bool run_answered = false;
 };
 
 /// Whether this conversation writes its runs and messages.
@@ -92,5 +105,22 @@ void end_turn(conversation_self self, run_result result);
 /// Copies the run's files out of the workspace into the files directory, on the blocking
 /// pool, stores a `files` row for each, then ends the turn (conversation_artifacts.cpp).
 void store_artifacts(conversation_self self, run_result result);
+
+/// The run of the current turn ended with `result` (conversation.cpp): its history is
+/// kept and its files stored, then the turn ends.
+void on_run_done(conversation_self self, run_result result);
+
+// conversation_guard.cpp
+
+/// Waits for the run just launched for the current turn: its result goes to
+/// `on_run_done`, unless the guard ended the turn first.
+void await_run(conversation_self self);
+/// Follows the active run's waits for a human (its `approval` events): a pending one
+/// (with `timeout_s`) starts a wait, a decision ends one.
+void note_approval_event(conversation_state& st, const run_event& e);
+/// The guard's timer for `turn`: a run that has not answered by its limit (the agent's
+/// timeout and a grace, moved by the time it waited for a human) fails its turn and is
+/// cancelled; while it waits for a human, the guard waits too.
+void on_guard(conversation_self self, std::uint64_t turn);
 
 } // namespace troupe::actors::detail

@@ -117,6 +117,7 @@ void node::impl::release_shard_io() {
   }
   detail::run_there(shards->executor(0), [this] {
     signals.reset();
+    skill_watch.reset();
     demo_model.reset();
   });
   for (std::size_t k = 0; k < shard_http.size(); ++k) {

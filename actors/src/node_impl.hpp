@@ -22,6 +22,7 @@
 #include <boost/asio/strand.hpp>
 #include <caf/all.hpp>
 
+#include "troupe/actors/approval_registry.hpp"
 #include "troupe/actors/channel_service.hpp"
 #include "troupe/actors/chat_service.hpp"
 #include "troupe/actors/demo_model.hpp"
@@ -44,6 +45,7 @@
 #include "troupe/tools/control_tools.hpp"
 #include "troupe/tools/mcp_servers.hpp"
 #include "troupe/tools/memory_tool_descriptors.hpp"
+#include "troupe/tools/skill_library.hpp"
 #include "troupe/tools/tool_resolver.hpp"
 
 namespace troupe::tools {
@@ -52,6 +54,9 @@ class search_engine_catalog;
 } // namespace troupe::tools
 
 namespace troupe::actors {
+
+class skill_watcher;
+class skills_facade;
 
 namespace asio = boost::asio;
 
@@ -134,6 +139,13 @@ struct node::impl {
   std::shared_ptr<tools_facade> tools_api;
   // The MCP servers runs use as tool sources (on a strand of `aux_io()`).
   std::shared_ptr<tools::mcp_servers> mcp;
+  // Skills (issue 19, node_skills.cpp): the library (tool source `skills`), the watcher
+  // of its folders (on `aux_io()`) and the facade the API reads.
+  std::shared_ptr<tools::skill_library> skills;
+  std::shared_ptr<skill_watcher> skill_watch;
+  std::shared_ptr<skills_facade> skills_api;
+  // The live approvals of runs (issue 19).
+  std::shared_ptr<approval_registry> approvals;
 
   std::mutex mutex;
   std::condition_variable stopped_cv;
@@ -168,6 +180,8 @@ struct node::impl {
   expected<void> start_extension_tools(tools::tool_resolver& resolver);
   // The MCP servers of the mcp_servers table as sources of `resolver` (start_runs).
   expected<void> start_mcp(const std::shared_ptr<tools::tool_resolver>& resolver);
+  // The skills of the `[skills]` folders as source `skills` of `resolver`, watched.
+  expected<void> start_skills(tools::tool_resolver& resolver);
 
   // The channels, then the recovery of queued runs and of channel work from before the
   // last stop.

@@ -99,6 +99,10 @@ expected<void> node::impl::open_storage() {
     log::warn("marked {} run(s) interrupted: they were running when troupe last stopped",
               recovered->interrupted_runs);
   }
+  if (recovered->paused_runs > 0) {
+    log::info("{} run(s) wait for a human's approval since before the last stop: they resume",
+              recovered->paused_runs);
+  }
   // The declared providers and agents, before anything can read them. The writer
   // actor does not exist yet, so this connection is still the only writer.
   auto synced = storage::sync_declared_catalog(*conn, config.providers, config.agents);
@@ -169,6 +173,9 @@ expected<void> node::impl::start_runs() {
   if (auto started = start_mcp(tool_resolver); !started) {
     return started;
   }
+  if (auto started = start_skills(*tool_resolver); !started) {
+    return started;
+  }
   tools::sandbox_options sandbox;
   sandbox.allow_host = config.tools.allow_host;
   if (sandbox.allow_host) {
@@ -213,6 +220,9 @@ expected<void> node::impl::start_runs() {
   chat_options.io.workspace_max_bytes = config.tools.workspace_max_bytes;
   chat_options.io.memory = memory;
   chat_options.io.blocking = blocking;
+  approvals = std::make_shared<approval_registry>();
+  chat_options.io.approvals = approvals;
+  chat_options.io.approval_timeout = std::chrono::seconds(config.tools.approval_timeout_s);
   chat_options.declared_providers = config.providers;
   chat_options.secrets = secrets;
   chat_options.key_env = key_env_policy(config.secrets.allowed_env);
@@ -285,6 +295,7 @@ void node::impl::start_channels() {
   channel_options.reads = db_reads;
   channel_options.catalog = catalog_rows;
   channel_options.chat = chat_facade;
+  channel_options.approvals = approvals;
   channel_options.secrets = secrets;
   channel_options.declared = config.channels;
   channel_options.environment = environment_snapshot();
@@ -335,7 +346,9 @@ expected<endpoint> node::impl::start_server() {
     services.store = store_facade;
     services.health = health_facade;
     services.memory = memory;
-    services.tools = tools_api; // issue 18
+    services.tools = tools_api;   // issue 18
+    services.skills = skills_api; // issue 19
+    services.approvals = approvals;
     services.reads = db_reads;
     services.catalog = catalog_rows;
     services.secrets = secrets;

@@ -9,9 +9,11 @@
 #include "run_state.hpp"
 #include "troupe/runtime/json_writer.hpp"
 #include "troupe/runtime/prompt/compression.hpp"
+#include "troupe/runtime/prompt/skills_block.hpp"
 #include "troupe/runtime/prompt/token_estimate.hpp"
 #include "troupe/storage/write_op.hpp"
 #include "troupe/tools/control_tools.hpp"
+#include "troupe/tools/skill_library.hpp"
 
 // The run actor's behavior and its life: the start (contract, plan bootstrap, deadline,
 // the first LLM round), cancellation and the end of a run. The rounds themselves are in
@@ -20,8 +22,6 @@
 namespace troupe::actors {
 
 namespace detail {
-
-namespace {
 
 void cancel_inflight(run_self self) {
   for (auto& [id, task] : self->state.inflight) {
@@ -38,8 +38,6 @@ void cancel_inflight(run_self self) {
   self->state.tool_calls.clear();
 }
 
-} // namespace
-
 void finish_run(run_self self, storage::run_status status, std::string text, std::string error) {
   auto& st = self->state;
   if (st.finished) {
@@ -47,6 +45,7 @@ void finish_run(run_self self, storage::run_status status, std::string text, std
   }
   st.finished = true;
   cancel_inflight(self);
+  abandon_approvals(self);
   st.result.run_id = st.spec.run_id;
   st.result.status = status;
   st.result.text = std::move(text);
@@ -194,6 +193,7 @@ std::vector<tool_definition> offered_tools(const tools::tool_snapshot& snapshot,
 void start_run(run_self self) {
   auto& st = self->state;
   st.started = true;
+  st.started_at = std::chrono::steady_clock::now();
   st.model = st.spec.use_fast_model && !st.spec.agent.fast_model.empty() ? st.spec.agent.fast_model
                                                                          : st.spec.agent.model;
   harness::contract_input input;
@@ -213,16 +213,32 @@ void start_run(run_self self) {
     });
   }
   chat_message user{chat_role::user, st.spec.objective, {}, {}, {}};
-  auto objective_span =
-      st.spec.persist_user_message ? persist_message(self, user) : st.spec.objective_span;
+  const auto* resume = st.spec.resume.get();
+  auto objective_span = resume ? std::make_shared<storage::stored_span>(resume->objective_span)
+                        : st.spec.persist_user_message ? persist_message(self, user)
+                                                       : st.spec.objective_span;
   st.objective_index = st.messages.size();
   add_message(st, std::move(user), std::move(objective_span));
+  if (resume) {
+    // A resumed run (issue 19): its events go on after those it had published, and its
+    // rounds before the restart are as stored.
+    st.seq = resume->seq;
+    for (std::size_t i = 0; i < resume->messages.size(); ++i) {
+      add_message(st, resume->messages[i],
+                  std::make_shared<storage::stored_span>(
+                      i < resume->spans.size() ? resume->spans[i] : storage::stored_span{}));
+    }
+  }
   {
     json_writer w;
     w.begin_object().key("agent").value(st.spec.agent.name).key("model").value(st.model);
     w.key("depth").value(st.spec.depth).key("objective").value(st.spec.objective);
     w.key("complexity").value(harness::to_string(st.contract.complexity));
-    w.key("output_mode").value(harness::to_string(st.contract.mode)).end_object();
+    w.key("output_mode").value(harness::to_string(st.contract.mode));
+    if (resume) {
+      w.key("resumed").value(true);
+    }
+    w.end_object();
     publish(self, run_event_type::run_started, std::move(w).str());
   }
   auto resolved = resolve_tools(st.spec);
@@ -246,13 +262,33 @@ void start_run(run_self self) {
   st.tool_tokens = tool_definition_tokens(st.tool_defs);
   if (st.contract.require_plan) {
     st.plan = harness::plan_state::bootstrap(st.contract);
-    if (!st.plan.empty()) {
+    if (!st.plan.empty() && !resume) {
       harness_step(self, "bootstrap_plan", plan_json(st.plan), true);
+    }
+  }
+  if (resume) {
+    // The plan as the stored rounds left it (the plan tool is decided in the run, from
+    // its arguments alone), and the evidence of the calls before the paused round.
+    for (const auto& m : resume->messages) {
+      for (const auto& call : m.tool_calls) {
+        if (call.name == "plan") {
+          (void)run_plan_tool(st.plan, call.arguments);
+        }
+      }
+    }
+    for (const auto& e : resume->earlier_events) {
+      st.ledger.record_tool(e);
     }
   }
   self->delayed_send(self, std::chrono::duration_cast<caf::timespan>(st.spec.agent.timeout),
                      deadline_atom::value);
   (void)st.blocks.declare(prompt::compression_note_block);
+  // The agent's skills, one line each, from the skill tool of its snapshot (issue 19).
+  if (const auto* skill = st.tools->find(tools::skill_tool_name)) {
+    const auto lines = tools::skill_index_lines(*skill->impl, st.spec.agent);
+    (void)st.blocks.declare(prompt::skills_block);
+    (void)st.blocks.set(prompt::skills_block, prompt::render_skills_block(lines));
+  }
   if (st.spec.compact_only) {
     // `/compact`: the history is compressed now and the answer says how; no LLM round.
     compress_context(self, true, [self](compression_done d) {
@@ -299,11 +335,14 @@ run_actor::behavior_type run_behavior(run_self self, run_spec spec, run_event_si
           self->state.steered.push_back(std::move(text));
         }
       },
-      [self](deadline_atom) {
-        finish_run(self, storage::run_status::cancelled, {},
-                   "the run reached its deadline and was cancelled");
-      },
+      [self](shutdown_atom) { on_shutdown(self); },
+      [self](deadline_atom) { on_deadline(self); },
       [self](delta_atom, int round, std::string& text) { on_delta(self, round, std::move(text)); },
+      [self](approval_atom, const std::string& id, bool approved, std::string& note,
+             std::int64_t decided_by) {
+        on_approval(self, id, approved, std::move(note), decided_by);
+      },
+      [self](approval_expire_atom, const std::string& id) { on_approval_expired(self, id); },
       [self](row_atom, storage::row_id row, storage::row_id conversation) {
         on_run_row(self, row, conversation);
       },

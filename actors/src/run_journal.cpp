@@ -237,6 +237,20 @@ run_journal_actor::behavior_type journal_behavior(journal_self self, journal_opt
   self->state.options = std::move(options);
   self->state.wait_owed = self->state.options.awaited;
   self->state.in_flight.start(self->state.options.metrics);
+  {
+    // A resumed run's earlier entries are stored already: replayed, never written again.
+    auto& st = self->state;
+    st.entries = std::move(st.options.earlier);
+    st.options.earlier.clear();
+    st.submitted = st.entries.size();
+    for (const auto& e : st.entries) {
+      *st.held += e.size_bytes();
+    }
+    st.view.last_seq = st.entries.empty() ? 0 : st.entries.back().seq;
+    if (st.options.directory) {
+      tell_to_go(self, st.options.directory->grow(*st.held));
+    }
+  }
   // The state is gone when attached functors run: what it holds is counted here too.
   self->attach_functor([held = self->state.held, dir = self->state.options.directory,
                         id = self->state.options.run_id, address = self->address()] {
@@ -482,6 +496,8 @@ std::string_view journal_event_name(run_event_type type) noexcept {
     case run_event_type::action_finished:
     case run_event_type::context_compressed:
       return "step";
+    case run_event_type::approval:
+      return "approval";
     case run_event_type::run_started:
     case run_event_type::run_completed:
     case run_event_type::run_failed:

@@ -50,13 +50,26 @@ void on_recalled(run_self self, memory::rendered_block block) {
 
 } // namespace
 
+namespace {
+
+/// The first round: the model's, or a resumed run's paused round.
+void first_round(run_self self) {
+  if (self->state.spec.resume) {
+    resume_round(self);
+  } else {
+    next_round(self);
+  }
+}
+
+} // namespace
+
 void recall_memory(run_self self) {
   auto& st = self->state;
   const auto& spec = st.spec;
   // A user known to have no memory costs nothing: no hop to the blocking pool.
   if (!spec.io.memory || !spec.agent.memory || spec.memory_owner() == 0 || spec.depth > 0 ||
       spec.io.memory->known_without_memories(spec.memory_owner())) {
-    next_round(self);
+    first_round(self);
     return;
   }
   memory_recall_request request;
@@ -83,7 +96,7 @@ void recall_memory(run_self self) {
                              "it: {}",
                              self->state.spec.run_id, e.message);
                  }
-                 next_round(self);
+                 first_round(self);
                });
   *id = track(self, std::move(task));
 }

@@ -60,6 +60,12 @@ struct call_slot {
   std::size_t children_pending = 0;
   std::vector<std::string> child_answers;
   std::vector<bool> child_ok;
+  /// Issue 19: the approval the call waits for (empty: none), and whether a human
+  /// approved it (it then runs without asking again).
+  std::string approval_id;
+  bool approved = false;
+  /// The call was started (start_call): it runs, or waits for its approval.
+  bool launched = false;
 };
 
 /// The outcome of a final gate.
@@ -137,6 +143,13 @@ struct run_state {
   std::size_t next_call = 0;
   std::size_t running_calls = 0;
   run_result result;
+  /// The deadline (`agent.timeout`) does not count the time the run waits for a human
+  /// (issue 19): when it started, since when it waits (unset: it does not), how long it
+  /// waited before, and whether the deadline came while it waited.
+  std::chrono::steady_clock::time_point started_at{};
+  std::optional<std::chrono::steady_clock::time_point> waiting_since;
+  std::chrono::steady_clock::duration waited{};
+  bool deadline_due = false;
 };
 
 /// The run actor as its own code sees it.
@@ -161,6 +174,9 @@ void fail_run(run_self self, std::string message);
 void complete_run(run_self self, std::string text);
 /// Keeps a started I/O operation for cancellation; returns its key in `inflight`.
 std::uint64_t track(run_self self, io_task task);
+/// Cancels what is in flight: the LLM stream, tool calls (their processes are killed),
+/// child runs.
+void cancel_inflight(run_self self);
 
 // -- run_llm_round.cpp -----------------------------------------------------------------
 
@@ -176,6 +192,43 @@ void run_tool_round(run_self self, std::vector<tool_call> calls);
 void settle(call_slot& slot, tools::tool_result result, harness::tool_status status);
 /// A call has its result (executed calls: announces it and starts the next batch).
 void on_call_done(run_self self, std::size_t index);
+
+/// Starts the call at `index` in its own tool_call actor (after any approval).
+void launch_call(run_self self, std::size_t index);
+/// Goes on with the round's calls not started yet (a resumed round), or ends the round.
+void continue_round(run_self self);
+
+// -- run_approvals.cpp -----------------------------------------------------------------
+
+/// True (with the reason) when the call at `index` must wait for a human first: the
+/// tool's approval mode for this agent (approval.hpp) against the run's objective.
+bool approval_needed(run_self self, std::size_t index, std::string& reason);
+/// Stores a pending approval for the call at `index`, then announces it (step, SSE
+/// event `approval`) and arms its deadline. The call stays running meanwhile; nothing
+/// else of the run moves until it is decided.
+void request_approval(run_self self, std::size_t index, std::string reason);
+/// A decision arrived (approve: the tool runs; deny: policy_blocked).
+void on_approval(run_self self, const std::string& id, bool approved, std::string note,
+                 std::int64_t decided_by);
+/// The deadline of approval `id` passed: denied, unless a decision came first.
+void on_approval_expired(run_self self, const std::string& id);
+/// The run ends: approvals still waiting expire.
+void abandon_approvals(run_self self);
+/// Whether a call of the round waits for a human's decision.
+bool waits_for_human(const run_state& st);
+/// Saves the round (its calls and their state) on the run's pending approvals, so that a
+/// restart can resume it; and notes when a wait for a human began or ended.
+void save_round(run_self self);
+/// The run's deadline arrived: it ends the run, unless the run waits for a human (it is
+/// put off until the wait ends) or waited (it is moved by the time waited).
+void on_deadline(run_self self);
+/// The node stops: a run that waits for a human quits leaving its rows (running, the
+/// approvals pending, the round saved) for the next start; any other run is cancelled.
+void on_shutdown(run_self self);
+/// A resumed run (spec.resume) goes on with its paused round: calls done keep their
+/// results, calls that ran when the node stopped end as interrupted, calls that wait for
+/// a human wait again (or take the decision made meanwhile), the rest run.
+void resume_round(run_self self);
 
 // -- run_sub_agents.cpp ----------------------------------------------------------------
 

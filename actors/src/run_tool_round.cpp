@@ -139,6 +139,7 @@ void start_call(run_self self, std::size_t index) {
   auto& st = self->state;
   auto& slot = st.calls[index];
   slot.started = std::chrono::steady_clock::now();
+  slot.launched = true;
   ++st.running_calls;
   if (slot.call.name == "sub_agent") {
     start_sub_agents(self, index);
@@ -147,6 +148,22 @@ void start_call(run_self self, std::size_t index) {
     }
     return;
   }
+  // Issue 19: a world-acting call waits for a human first.
+  if (!slot.approved && slot.approval_id.empty()) {
+    std::string reason;
+    if (approval_needed(self, index, reason)) {
+      request_approval(self, index, std::move(reason));
+      return;
+    }
+  }
+  launch_call(self, index);
+}
+
+} // namespace
+
+void launch_call(run_self self, std::size_t index) {
+  auto& st = self->state;
+  auto& slot = st.calls[index];
   tools::tool_context context;
   context.workspace = st.spec.workspace;
   context.run_id = st.spec.run_id;
@@ -158,6 +175,7 @@ void start_call(run_self self, std::size_t index) {
   context.conversation_row = st.spec.conversation_row;
   context.run_row = st.spec.run_row;
   context.memory_autoapprove = st.spec.agent.memory_autoapprove;
+  context.skills = st.spec.agent.skills;
   context.http = st.spec.io.http;
   // One tool_call actor per call: it owns the call's coroutine and timeout, and dies with
   // the run (cancel_inflight also tells it to stop, which kills its processes).
@@ -190,6 +208,8 @@ void start_call(run_self self, std::size_t index) {
       .then([settled](tools::tool_result& r) { settled(std::move(r)); },
             [settled](caf::error& e) { settled(tl::unexpected(from_caf_error(e))); });
 }
+
+namespace {
 
 void end_tool_round(run_self self);
 
@@ -232,9 +252,16 @@ void on_call_done(run_self self, std::size_t index) {
       std::chrono::steady_clock::now() - slot.started);
   publish_action_finished(self, slot);
   --st.running_calls;
+  // While another call waits for a human, the round as it is now is what a restart
+  // resumes.
+  save_round(self);
   if (st.running_calls == 0) {
     start_calls(self);
   }
+}
+
+void continue_round(run_self self) {
+  start_calls(self);
 }
 
 namespace {

@@ -26,6 +26,8 @@ expected<void> add_routes(net::router& routes, const actors::node_services& serv
   state->channels = services.channels;
   state->memory = services.memory;
   state->tools = services.tools;
+  state->skills = services.skills;
+  state->approvals = services.approvals;
   state->config = config.api;
   state->history_messages = config.actors.history_messages;
   state->history_max_tokens = config.actors.history_max_tokens;
@@ -68,6 +70,8 @@ expected<void> add_routes(net::router& routes, const actors::node_services& serv
   add_memory_routes(table);
   add_channel_routes(table);
   add_tool_routes(table);
+  add_skill_routes(table);
+  add_approval_routes(table);
   add_search_engine_routes(table);
   add_mcp_routes(table);
   add_mcp_endpoint(table);

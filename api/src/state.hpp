@@ -14,10 +14,12 @@
 
 #include <boost/asio/awaitable.hpp>
 
+#include "troupe/actors/approvals_facade.hpp"
 #include "troupe/actors/channel_facade.hpp"
 #include "troupe/actors/chat_facade.hpp"
 #include "troupe/actors/mcp_facade.hpp"
 #include "troupe/actors/memory_facade.hpp"
+#include "troupe/actors/skills_facade.hpp"
 #include "troupe/actors/store_facade.hpp"
 #include "troupe/actors/tools_facade.hpp"
 #include "troupe/api/auth.hpp"
@@ -58,6 +60,10 @@ struct api_state {
   /// Custom tools and search engines of the running node (issue 18); null: changes are
   /// stored and reach runs at the next start.
   std::shared_ptr<actors::tools_facade> tools;
+  /// The node's skills (issue 19); null: the skill routes answer 503.
+  std::shared_ptr<actors::skills_facade> skills;
+  /// Decisions reach waiting runs here (issue 19); null: decisions are only stored.
+  std::shared_ptr<actors::approvals_facade> approvals;
   api_settings config;
   /// How a conversation's earlier turns are loaded into a prompt (`actors.history_messages`,
   /// `actors.history_max_tokens`), for the context route.
@@ -181,6 +187,8 @@ void add_openai_routes(route_table& routes);
 void add_memory_routes(route_table& routes);
 void add_channel_routes(route_table& routes);
 void add_tool_routes(route_table& routes);
+void add_skill_routes(route_table& routes);
+void add_approval_routes(route_table& routes);
 void add_search_engine_routes(route_table& routes);
 void add_mcp_routes(route_table& routes);
 void add_mcp_endpoint(route_table& routes);

@@ -66,6 +66,15 @@ std::string_view to_string(web_search_mode m) noexcept {
   return "off";
 }
 
+bool agent_settings::skill_enabled(std::string_view skill) const noexcept {
+  for (const auto& s : skills) {
+    if (s == "*" || s == skill) {
+      return true;
+    }
+  }
+  return false;
+}
+
 expected<web_search_mode> parse_web_search_mode(std::string_view name) {
   for (auto m : {web_search_mode::off, web_search_mode::builtin, web_search_mode::external}) {
     if (to_string(m) == name) {

@@ -28,6 +28,8 @@ std::string_view to_string(run_event_type t) noexcept {
       return "harness";
     case run_event_type::context_compressed:
       return "context.compressed";
+    case run_event_type::approval:
+      return "approval";
   }
   return "unknown";
 }

@@ -412,6 +412,18 @@ const std::vector<setting_spec>& specs() {
         "most bytes a workspace may hold; a write or edit past it fails (0: no cap)",
         [](settings& s) -> std::uint64_t& { return s.tools.workspace_max_bytes; }, std::uint64_t{0},
         std::uint64_t{1} << 50));
+    t.push_back(integer_spec<std::uint32_t>(
+        "tools.approval_timeout_s",
+        "seconds a tool call waiting for a human's approval waits before it is denied",
+        [](settings& s) -> std::uint32_t& { return s.tools.approval_timeout_s; }, std::uint32_t{1},
+        std::uint32_t{7 * 24 * 3600}));
+    t.push_back(make_spec(
+        "skills.dir", "the folder of skill folders (SKILL.md); empty: <data_dir>/skills",
+        [](settings& s, std::string_view text) -> expected<void> {
+          s.skills.dir = std::filesystem::path(text);
+          return {};
+        },
+        [](const settings& s) { return toml_string(s.skills.dir.string()); }));
     t.push_back(
         bool_spec("web.fetch_allow_private",
                   "web_fetch may read loopback, private and link-local addresses (true | false)",
@@ -500,6 +512,61 @@ expected<std::string> leaf_text(const toml::node& node) {
     return fmt::format("{}", *node.value<double>());
   }
   return fail(errc::invalid_argument, "expected a string, number or boolean");
+}
+
+// A list of strings, or the one string "*" (every one): an agent's `skills`.
+expected<void> read_list_or_star(toml_entry& r, std::string_view key,
+                                 std::vector<std::string>& into) {
+  const auto* node = r.take(key);
+  if (node == nullptr) {
+    return {};
+  }
+  if (node->is_string()) {
+    if (node->value<std::string>() != "*") {
+      return r.wrong(key, "\"*\" or an array of strings");
+    }
+    into = {"*"};
+    return {};
+  }
+  const auto* array = node->as_array();
+  if (array == nullptr) {
+    return r.wrong(key, "\"*\" or an array of strings");
+  }
+  std::vector<std::string> out;
+  for (const auto& item : *array) {
+    auto value = item.value<std::string>();
+    if (!value) {
+      return r.wrong(key, "\"*\" or an array of strings");
+    }
+    out.push_back(std::move(*value));
+  }
+  into = std::move(out);
+  return {};
+}
+
+// An inline table of approval modes by tool name (`approval = { exec = "always" }`).
+expected<void> read_approval_table(toml_entry& r, std::string_view key,
+                                   std::map<std::string, approval_mode, std::less<>>& into) {
+  const auto* node = r.take(key);
+  if (node == nullptr) {
+    return {};
+  }
+  const auto* table = node->as_table();
+  if (table == nullptr) {
+    return r.wrong(key, "a table of tool = \"never\" | \"agent_initiated\" | \"always\"");
+  }
+  std::map<std::string, approval_mode, std::less<>> out;
+  for (const auto& [tool, value] : *table) {
+    auto text = value.value<std::string>();
+    auto mode = text ? parse_approval_mode(*text) : parse_approval_mode("");
+    if (!mode) {
+      return r.wrong(fmt::format("{}.{}", key, tool.str()),
+                     "\"never\", \"agent_initiated\" or \"always\"");
+    }
+    out.emplace(std::string(tool.str()), *mode);
+  }
+  into = std::move(out);
+  return {};
 }
 
 // One `[[channels]]` entry (channel_config.hpp); checked as a whole in apply_toml.
@@ -596,17 +663,29 @@ expected<void> apply_entries(settings& target, std::string_view key, const toml:
       std::int64_t memory_max_items = a.memory_max_items;
       std::int64_t memory_max_chars = a.memory_max_chars;
       std::string web_search = std::string(to_string(a.web_search));
-      auto ok = first_failure(
-          r.text("name", a.name), r.text("provider", a.provider), r.text("model", a.model),
-          r.text("fast_model", a.fast_model), r.text("fallback_model", a.fallback_model),
-          r.text("system_prompt", a.system_prompt), r.text_list("tools", a.tools),
-          r.number("max_rounds", max_rounds, 1, 10'000),
-          r.number("timeout_s", timeout_s, 1, 7 * 24 * 3600), r.text("queue_policy", policy),
-          r.number("context_window", context_window, min_context_window, max_context_window),
-          r.boolean("memory", a.memory), r.boolean("memory_autoapprove", a.memory_autoapprove),
-          r.number("memory_max_items", memory_max_items, 1, max_memory_items),
-          r.number("memory_max_chars", memory_max_chars, min_memory_chars, max_memory_chars),
-          r.text("web_search", web_search));
+      std::int64_t approval_timeout_s = a.approval_timeout_s;
+      auto skills_ok = first_failure(
+          read_list_or_star(r, "skills", a.skills), read_approval_table(r, "approval", a.approval),
+          r.text("approval_profile", a.approval_profile),
+          r.number("approval_timeout_s", approval_timeout_s, 0, 7 * 24 * 3600));
+      auto ok = !skills_ok
+                    ? skills_ok
+                    : first_failure(
+                          r.text("name", a.name), r.text("provider", a.provider),
+                          r.text("model", a.model), r.text("fast_model", a.fast_model),
+                          r.text("fallback_model", a.fallback_model),
+                          r.text("system_prompt", a.system_prompt), r.text_list("tools", a.tools),
+                          r.number("max_rounds", max_rounds, 1, 10'000),
+                          r.number("timeout_s", timeout_s, 1, 7 * 24 * 3600),
+                          r.text("queue_policy", policy),
+                          r.number("context_window", context_window, min_context_window,
+                                   max_context_window),
+                          r.boolean("memory", a.memory),
+                          r.boolean("memory_autoapprove", a.memory_autoapprove),
+                          r.number("memory_max_items", memory_max_items, 1, max_memory_items),
+                          r.number("memory_max_chars", memory_max_chars, min_memory_chars,
+                                   max_memory_chars),
+                          r.text("web_search", web_search));
       if (ok) {
         ok = r.no_unknown_keys();
       }
@@ -625,6 +704,11 @@ expected<void> apply_entries(settings& target, std::string_view key, const toml:
                                                         parsed_web.error().message));
       }
       a.web_search = *parsed_web;
+      if (auto profile = check_approval_profile(a.approval_profile); !profile) {
+        return fail(errc::invalid_argument, fmt::format("{}: agent '{}': {}", source_name, a.name,
+                                                        profile.error().message));
+      }
+      a.approval_timeout_s = static_cast<std::uint32_t>(approval_timeout_s);
       a.max_rounds = static_cast<unsigned>(max_rounds);
       a.timeout = std::chrono::seconds(timeout_s);
       a.context_window = static_cast<std::uint32_t>(context_window);
@@ -704,6 +788,36 @@ expected<void> apply_table(settings& target, const toml::table& table, const std
       }
       continue;
     }
+    if (key == "skills.dirs") {
+      // File only, like secrets.allowed_env.
+      const auto* array = node.as_array();
+      std::vector<std::filesystem::path> dirs;
+      for (std::size_t k = 0; array != nullptr && k < array->size(); ++k) {
+        auto dir = (*array)[k].value<std::string>();
+        if (!dir || dir->empty()) {
+          array = nullptr;
+          break;
+        }
+        dirs.emplace_back(*dir);
+      }
+      if (array == nullptr) {
+        return fail(errc::invalid_argument,
+                    fmt::format("{}:{}: key 'skills.dirs' must be an array of folder paths",
+                                source_name, node.source().begin.line));
+      }
+      target.skills.dirs = std::move(dirs);
+      continue;
+    }
+    if (key.starts_with("skills.runners.")) {
+      auto command = node.value<std::string>();
+      if (!command || command->find_first_not_of(' ') == std::string::npos) {
+        return fail(errc::invalid_argument,
+                    fmt::format("{}:{}: key '{}' must be a command (a program and its arguments)",
+                                source_name, node.source().begin.line, key));
+      }
+      target.skills.runners[key.substr(std::string_view("skills.runners.").size())] = *command;
+      continue;
+    }
     if (key == "secrets.allowed_env") {
       // A list, and a file-only key: not in specs(), so no flag or variable can set it.
       if (auto ok = apply_allowed_env(target, node, source_name); !ok) {
@@ -732,6 +846,18 @@ expected<void> apply_table(settings& target, const toml::table& table, const std
 }
 
 } // namespace
+
+std::vector<std::filesystem::path>
+skill_settings::folders(const std::filesystem::path& data_dir) const {
+  std::vector<std::filesystem::path> out;
+  out.push_back(dir.empty() ? data_dir / "skills" : dir);
+  for (const auto& d : dirs) {
+    if (std::find(out.begin(), out.end(), d) == out.end()) {
+      out.push_back(d);
+    }
+  }
+  return out;
+}
 
 std::string endpoint::to_string() const {
   if (host.find(':') != std::string::npos) {
@@ -884,19 +1010,44 @@ expected<settings> resolve_settings(const setting_sources& sources) {
 std::string to_toml(const settings& s) {
   std::string out;
   std::string section;
+  const auto list = detail::toml_string_list;
+  // The [skills] keys that are no flag (config file only), printed inside the section
+  // its flags open: a TOML table is opened once.
+  bool skills_printed = false;
+  const auto skills_keys = [&] {
+    skills_printed = true;
+    if (!s.skills.dirs.empty()) {
+      std::vector<std::string> dirs;
+      for (const auto& d : s.skills.dirs) {
+        dirs.push_back(d.string());
+      }
+      out += fmt::format("dirs = {}\n", list(dirs));
+    }
+    for (const auto& [ext, command] : s.skills.runners) {
+      out += fmt::format("runners.{} = {}\n", ext, toml_string(command));
+    }
+  };
   for (const auto& spec : specs()) {
     std::string_view key = spec.key;
     const auto dot = key.find('.');
     const std::string key_section =
         dot == std::string_view::npos ? "" : std::string(key.substr(0, dot));
     if (key_section != section) {
+      if (section == "skills") {
+        skills_keys();
+      }
       section = key_section;
       out += fmt::format("\n[{}]\n", section);
     }
     out += fmt::format("{} = {}\n", dot == std::string_view::npos ? key : key.substr(dot + 1),
                        spec.get(s));
   }
-  const auto list = detail::toml_string_list;
+  if (section == "skills") {
+    skills_keys();
+  } else if (!skills_printed && (!s.skills.dirs.empty() || !s.skills.runners.empty())) {
+    out += "\n[skills]\n";
+    skills_keys();
+  }
   if (!s.secrets.allowed_env.empty()) {
     out += fmt::format("\n[secrets]\nallowed_env = {}\n", list(s.secrets.allowed_env));
   }
@@ -932,6 +1083,23 @@ std::string to_toml(const settings& s) {
     }
     if (a.web_search != defaults.web_search) {
       out += fmt::format("web_search = {}\n", toml_string(to_string(a.web_search)));
+    }
+    if (!a.skills.empty()) {
+      out += fmt::format("skills = {}\n", list(a.skills));
+    }
+    if (!a.approval.empty()) {
+      std::string table;
+      for (const auto& [tool, mode] : a.approval) {
+        table +=
+            fmt::format("{}{} = {}", table.empty() ? "" : ", ", tool, toml_string(to_string(mode)));
+      }
+      out += fmt::format("approval = {{ {} }}\n", table);
+    }
+    if (!a.approval_profile.empty()) {
+      out += fmt::format("approval_profile = {}\n", toml_string(a.approval_profile));
+    }
+    if (a.approval_timeout_s != 0) {
+      out += fmt::format("approval_timeout_s = {}\n", a.approval_timeout_s);
     }
   }
   for (const auto& ch : s.channels) {

@@ -426,6 +426,12 @@ void write_custom_tool(json_writer& w, const custom_tool_settings& t) {
     w.key("language").value(to_string(t.language));
     w.key("code").value(t.code).key("file").value(t.file);
   }
+  w.key("approval");
+  if (t.approval) {
+    w.value(to_string(*t.approval));
+  } else {
+    w.value(nullptr);
+  }
   w.key("declared").value(t.declared);
   w.end_object();
 }
@@ -441,7 +447,7 @@ expected<void> read_custom_tool(const json_object& o, custom_tool_settings& t, b
   static const std::set<std::string_view> known = {
       "name",          "description", "kind", "parameters", "timeout", "enabled",
       "agents",        "method",      "url",  "headers",    "body",    "max_response_bytes",
-      "allow_private", "language",    "code", "file"};
+      "allow_private", "language",    "code", "file",       "approval"};
   for (const auto key : o.keys()) {
     // `declared` is in every answer of the API: a tool sent back as it was read is fine.
     if (!known.contains(key) && key != "declared") {
@@ -524,6 +530,22 @@ expected<void> read_custom_tool(const json_object& o, custom_tool_settings& t, b
   }
   t.enabled = enabled->value_or(t.enabled);
   t.allow_private = allow_private->value_or(t.allow_private);
+  // `approval` (issue 19): a mode, or null for none (the agent's settings decide).
+  if (auto a = o.element("approval")) {
+    if (a->is_null()) {
+      t.approval.reset();
+    } else {
+      std::string_view mode_text;
+      if (a->get_string().get(mode_text) != simdjson::SUCCESS) {
+        return o.problem("approval", "must be \"never\", \"agent_initiated\", \"always\" or null");
+      }
+      auto mode = parse_approval_mode(mode_text);
+      if (!mode) {
+        return o.problem("approval", "must be \"never\", \"agent_initiated\", \"always\" or null");
+      }
+      t.approval = *mode;
+    }
+  }
   if (o.has("agents")) {
     auto agents = o.text_list("agents");
     if (!agents) {
@@ -682,16 +704,17 @@ expected<custom_tool_settings> read_tool_entry(const toml::table& table,
   std::string language = std::string(to_string(t.language));
   std::int64_t timeout = t.timeout.count();
   std::int64_t max_bytes = static_cast<std::int64_t>(t.max_response_bytes);
-  auto ok = first_failure(r.text("name", t.name), r.text("description", t.description),
-                          r.text("kind", kind), read_schema(r, "parameters", t.parameters),
-                          r.number("timeout", timeout, 1, max_custom_tool_timeout.count()),
-                          r.boolean("enabled", t.enabled), r.text_list("agents", t.agents),
-                          r.text("method", t.method), r.text("url", t.url),
-                          read_headers(r, "headers", t.headers), r.text("body", t.body),
-                          r.number("max_response_bytes", max_bytes, 1,
-                                   static_cast<std::int64_t>(max_tool_response_bytes)),
-                          r.boolean("allow_private", t.allow_private), r.text("language", language),
-                          r.text("code", t.code), r.text("file", t.file));
+  std::string approval;
+  auto ok = first_failure(
+      r.text("name", t.name), r.text("approval", approval), r.text("description", t.description),
+      r.text("kind", kind), read_schema(r, "parameters", t.parameters),
+      r.number("timeout", timeout, 1, max_custom_tool_timeout.count()),
+      r.boolean("enabled", t.enabled), r.text_list("agents", t.agents), r.text("method", t.method),
+      r.text("url", t.url), read_headers(r, "headers", t.headers), r.text("body", t.body),
+      r.number("max_response_bytes", max_bytes, 1,
+               static_cast<std::int64_t>(max_tool_response_bytes)),
+      r.boolean("allow_private", t.allow_private), r.text("language", language),
+      r.text("code", t.code), r.text("file", t.file));
   if (ok) {
     ok = r.no_unknown_keys();
   }
@@ -707,6 +730,15 @@ expected<custom_tool_settings> read_tool_entry(const toml::table& table,
     return fail(errc::invalid_argument,
                 fmt::format("{}: [[tools]] entry {} ('{}'): {}", source_name, index + 1, t.name,
                             wrong->message));
+  }
+  if (!approval.empty()) {
+    auto mode = parse_approval_mode(approval);
+    if (!mode) {
+      return fail(errc::invalid_argument,
+                  fmt::format("{}: [[tools]] entry {} ('{}'): {}", source_name, index + 1, t.name,
+                              mode.error().message));
+    }
+    t.approval = *mode;
   }
   t.kind = *parsed_kind;
   t.language = *parsed_language;

@@ -52,6 +52,27 @@ std::string limits_json(const agent_settings& a) {
   if (a.web_search != defaults.web_search) {
     w.key("web_search").value(to_string(a.web_search));
   }
+  // Skills and approvals (issue 19), only when set.
+  if (!a.skills.empty()) {
+    w.key("skills").begin_array();
+    for (const auto& skill : a.skills) {
+      w.value(skill);
+    }
+    w.end_array();
+  }
+  if (!a.approval.empty()) {
+    w.key("approval").begin_object();
+    for (const auto& [tool, mode] : a.approval) {
+      w.key(tool).value(to_string(mode));
+    }
+    w.end_object();
+  }
+  if (!a.approval_profile.empty()) {
+    w.key("approval_profile").value(a.approval_profile);
+  }
+  if (a.approval_timeout_s != 0) {
+    w.key("approval_timeout_s").value(a.approval_timeout_s);
+  }
   w.end_object();
   return std::move(w).str();
 }

@@ -3,10 +3,12 @@
 #include "troupe/storage/custom_tools.hpp"
 
 #include <algorithm>
+#include <optional>
 
 #include <fmt/format.h>
 
 #include "query.hpp"
+#include "troupe/runtime/approval.hpp"
 #include "troupe/runtime/json_object.hpp"
 #include "troupe/runtime/json_writer.hpp"
 #include "troupe/storage/repositories.hpp"
@@ -39,13 +41,33 @@ expected<custom_tool_settings> tool_from_row(const tool_record& r) {
   t.description = r.description;
   t.parameters = r.schema_json;
   t.enabled = r.enabled;
+  t.approval.reset();
+  if (!r.approval.empty()) {
+    auto mode = parse_approval_mode(r.approval);
+    if (!mode) {
+      return fail(errc::parse_error,
+                  fmt::format("tool '{}' as stored: {}", r.name, mode.error().message));
+    }
+    t.approval = *mode;
+  }
   return t;
 }
 
+// The tool's settings but its approval, which has a column of its own.
 std::string config_json(const custom_tool_settings& t) {
+  auto without = t;
+  without.approval.reset();
   json_writer w;
-  write_custom_tool(w, t);
+  write_custom_tool(w, without);
   return std::move(w).str();
+}
+
+// The approval column's value: NULL when the tool has none.
+std::optional<std::string> approval_column(const custom_tool_settings& t) {
+  if (!t.approval) {
+    return std::nullopt;
+  }
+  return std::string(to_string(*t.approval));
 }
 
 search_engine_settings engine_from_row(const search_engine_record& r) {
@@ -129,19 +151,19 @@ expected<void> insert_custom_tool(connection& c, const custom_tool_settings& t) 
     return fail(errc::conflict, fmt::format("a tool named '{}' exists already", t.name));
   }
   return c.run("INSERT INTO tools (name, kind, description, schema_json, config_json, enabled, "
-               "created_at) VALUES (?, ?, ?, ?, ?, ?, ?)",
+               "created_at, approval) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
                t.name, std::string(to_string(t.kind)), t.description, t.parameters, config_json(t),
-               t.enabled, now_millis());
+               t.enabled, now_millis(), approval_column(t));
 }
 
 expected<void> upsert_custom_tool(connection& c, const custom_tool_settings& t) {
   return c.run("INSERT INTO tools (name, kind, description, schema_json, config_json, enabled, "
-               "created_at) VALUES (?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO UPDATE SET "
-               "kind = excluded.kind, description = excluded.description, schema_json = "
-               "excluded.schema_json, config_json = excluded.config_json, enabled = "
-               "excluded.enabled",
+               "created_at, approval) VALUES (?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT (name) DO "
+               "UPDATE SET kind = excluded.kind, description = excluded.description, "
+               "schema_json = excluded.schema_json, config_json = excluded.config_json, "
+               "enabled = excluded.enabled, approval = excluded.approval",
                t.name, std::string(to_string(t.kind)), t.description, t.parameters, config_json(t),
-               t.enabled, now_millis());
+               t.enabled, now_millis(), approval_column(t));
 }
 
 expected<bool> delete_custom_tool(connection& c, std::string_view name) {

@@ -2,6 +2,7 @@
 
 #include <fmt/format.h>
 
+#include "troupe/storage/approvals.hpp"
 #include "troupe/storage/repositories.hpp"
 #include "troupe/storage/schema.hpp"
 
@@ -60,6 +61,22 @@ expected<recovery_report> recover(connection& writer) {
     }
     recovery_report r;
     for (const auto& run : *running) {
+      // A top-level run paused on a human's approval stays as it is: it resumes from its
+      // saved round once the node is up (issue 19).
+      auto waits = has_pending_approval(c, run.uuid);
+      if (!waits) {
+        return tl::unexpected(waits.error());
+      }
+      if (*waits && !run.parent_run_id) {
+        ++r.paused_runs;
+        continue;
+      }
+      if (auto gone = expire_run_approvals(c, run.uuid,
+                                           "the troupe process stopped while the "
+                                           "run waited; it was not resumed");
+          !gone) {
+        return tl::unexpected(gone.error());
+      }
       execution_step_record step;
       step.run_id = run.id;
       step.kind = "recovery";

@@ -148,10 +148,11 @@ memory_evidence_record read_evidence(const statement& s) {
 }
 
 constexpr std::string_view tool_columns =
-    "id, name, kind, description, schema_json, config_json, enabled, created_at";
+    "id, name, kind, description, schema_json, config_json, enabled, created_at, "
+    "COALESCE(approval, '')";
 tool_record read_tool(const statement& s) {
-  return {s.int64(0), s.text(1), s.text(2),       s.text(3),
-          s.text(4),  s.text(5), s.int64(6) != 0, s.int64(7)};
+  return {s.int64(0), s.text(1),       s.text(2),  s.text(3), s.text(4),
+          s.text(5),  s.int64(6) != 0, s.int64(7), s.text(8)};
 }
 
 constexpr std::string_view mcp_columns =
@@ -1046,10 +1047,14 @@ expected<std::vector<queued_turn>> list_queued_turns(connection& c) {
 }
 
 expected<std::vector<row_id>> queued_run_ids(connection& c, row_id conversation_id) {
-  static const auto sql =
-      select(run_columns, "runs", "WHERE conversation_id = ? AND status = ? ORDER BY id");
-  auto runs =
-      query_all<run_record>(c, sql, read_run, conversation_id, to_string(run_status::queued));
+  // A run that waits for a human's approval across a restart (issue 19) resumes with its
+  // own messages: they are not history before it either.
+  static const auto sql = select(
+      run_columns, "runs",
+      "WHERE conversation_id = ? AND (status = ? OR (status = ? AND uuid IN (SELECT run_uuid "
+      "FROM approvals WHERE status = 'pending'))) ORDER BY id");
+  auto runs = query_all<run_record>(c, sql, read_run, conversation_id,
+                                    to_string(run_status::queued), to_string(run_status::running));
   if (!runs) {
     return tl::unexpected(runs.error());
   }

@@ -670,6 +670,51 @@ PRAGMA writable_schema = OFF;
   return {};
 }
 
+// Version 15 (issue 19): approvals, tool calls waiting for a human, and the decision
+// taken on each (final: only a pending row is ever changed); `round_json` holds what the
+// paused round had done when the run paused, so that a restart can resume it. And a
+// custom tool's own `approval` setting (NULL: none).
+constexpr std::string_view schema_v15 = R"sql(
+CREATE TABLE IF NOT EXISTS approvals (
+  id INTEGER PRIMARY KEY,
+  uuid TEXT NOT NULL UNIQUE,
+  run_uuid TEXT NOT NULL,
+  owner_user_id INTEGER NOT NULL DEFAULT 0,
+  agent TEXT NOT NULL DEFAULT '',
+  tool TEXT NOT NULL,
+  call_id TEXT NOT NULL DEFAULT '',
+  arguments TEXT NOT NULL DEFAULT '{}',
+  reason TEXT NOT NULL DEFAULT '',
+  status TEXT NOT NULL DEFAULT 'pending'
+    CHECK (status IN ('pending', 'approved', 'denied', 'expired')),
+  decided_by INTEGER REFERENCES users(id) ON DELETE SET NULL,
+  decided_at INTEGER,
+  note TEXT NOT NULL DEFAULT '',
+  created_at INTEGER NOT NULL,
+  expires_at INTEGER NOT NULL,
+  round_json TEXT NOT NULL DEFAULT ''
+);
+CREATE INDEX IF NOT EXISTS approvals_pending ON approvals(owner_user_id, id)
+  WHERE status = 'pending';
+CREATE INDEX IF NOT EXISTS approvals_run ON approvals(run_uuid);
+)sql";
+
+expected<void> apply_schema_v15(connection& c) {
+  if (auto made = c.exec(schema_v15); !made) {
+    return made;
+  }
+  // Applied again (a database whose version was set back) it finds the column there.
+  auto has = c.query_int("SELECT COUNT(*) FROM pragma_table_info('tools') WHERE name = 'approval'");
+  if (!has) {
+    return tl::unexpected(has.error());
+  }
+  if (*has > 0) {
+    return {};
+  }
+  return c.exec("ALTER TABLE tools ADD COLUMN approval TEXT CHECK (approval IS NULL OR approval IN "
+                "('never', 'agent_initiated', 'always'))");
+}
+
 struct migration {
   int version;
   std::string_view description;
@@ -704,6 +749,8 @@ const std::vector<migration>& migrations() {
       {13, "context summary message range", [](connection& c) { return apply_schema_v13(c); }},
       {14, "channel types wecom, wechat_mp, whatsapp (and feishu, dingtalk) and their keys",
        [](connection& c) { return apply_schema_v14(c); }},
+      {15, "approvals, and the approval setting of custom tools",
+       [](connection& c) { return apply_schema_v15(c); }},
   };
   return list;
 }

@@ -117,10 +117,46 @@ TEST_CASE("/continue N out of range says which numbers exist", "[runtime][channe
 TEST_CASE("the help text lists every command", "[runtime][channel]") {
   const auto help = help_text();
   for (const auto* word : {"/new", "/reset", "/continue", "/continue N", "/archives", "/stop",
-                           "/status", "/compact", "/help"}) {
+                           "/status", "/compact", "/help", "/approve ID", "/deny ID"}) {
     CHECK(help.find(word) != std::string_view::npos);
   }
   CHECK(to_string(command_kind::continue_pick) == "continue_pick");
   CHECK(resumed_text("Trip") ==
         "Resumed \xE2\x80\x9CTrip\xE2\x80\x9D. Carry on where you left off.");
+}
+
+TEST_CASE("/approve and /deny name the approval they decide", "[runtime][channel][approval]") {
+  const auto approve = parse_command("/approve 5f0c-aa  ");
+  CHECK(approve.kind == command_kind::approve);
+  CHECK(approve.argument == "5f0c-aa");
+  const auto deny = parse_command("/Deny@troupe_bot 5f0c-aa", "troupe_bot");
+  CHECK(deny.kind == command_kind::deny);
+  CHECK(deny.argument == "5f0c-aa");
+  CHECK(parse_command("/deny@other_bot 5f0c-aa", "troupe_bot").kind == command_kind::none);
+  CHECK(parse_command("/approve").argument.empty());
+  CHECK(parse_command("/approved 1").kind == command_kind::none);
+  CHECK(to_string(command_kind::approve) == "approve");
+  CHECK(to_string(command_kind::deny) == "deny");
+}
+
+TEST_CASE("an approval request names the tool, its arguments, the reason and both answers",
+          "[runtime][channel][approval]") {
+  const auto text = approval_request_text("id-1", "notify", "{\"who\":\n\"team\"}",
+                                          "every call needs approval", 600);
+  CHECK(text ==
+        "Approval needed: the agent wants to run notify with {\"who\": \"team\"}.\n"
+        "Why it asks: every call needs approval.\n"
+        "Reply /approve id-1 to let it run, or /deny id-1 to refuse (without an answer within "
+        "600 s it is refused).");
+  const std::string long_arguments(1000, 'x');
+  CHECK(approval_request_text("i", "t", long_arguments, "", 0).size() < 500);
+  CHECK(approval_answer_text(approval_answer::approved, "i", "notify") ==
+        "Approved: notify runs now.");
+  CHECK(approval_answer_text(approval_answer::denied, "i", "notify") ==
+        "Denied: notify will not run.");
+  CHECK(approval_answer_text(approval_answer::unknown, "abc") ==
+        "No approval abc waits for you here.");
+  CHECK_THAT(approval_answer_text(approval_answer::unknown, ""), Catch::Contains("/approve ID"));
+  CHECK(approval_answer_text(approval_answer::decided, "abc", "notify", "expired") ==
+        "Approval abc was decided already (expired).");
 }

@@ -66,6 +66,31 @@ TEST_CASE("a custom tool is stored whole and read back, and a name is taken once
   CHECK(find_custom_tool(f.db, "weather").error().code == errc::not_found);
 }
 
+TEST_CASE("a custom tool's approval is kept in a column of its own, cleared with null, and the "
+          "table refuses a value that is no approval mode",
+          "[storage][custom_tools][approval]") {
+  fresh_db f;
+  auto t = http_tool("notify");
+  t.approval = approval_mode::always;
+  must(insert_custom_tool(f.db, t));
+  CHECK(must(find_custom_tool(f.db, "notify")) == t);
+  CHECK(must(f.db.query_int(
+            "SELECT COUNT(*) FROM tools WHERE name = 'notify' AND approval = 'always'")) == 1);
+  // Not in the tool's JSON as well: the column is the one place that holds it.
+  CHECK(must(f.db.query_int("SELECT COUNT(*) FROM tools WHERE name = 'notify' AND "
+                            "json_extract(config_json, '$.approval') IS NOT NULL")) == 0);
+
+  t.approval = approval_mode::agent_initiated;
+  must(upsert_custom_tool(f.db, t));
+  CHECK(must(find_custom_tool(f.db, "notify")).approval == approval_mode::agent_initiated);
+  t.approval.reset();
+  must(upsert_custom_tool(f.db, t));
+  CHECK_FALSE(must(find_custom_tool(f.db, "notify")).approval.has_value());
+  CHECK(must(f.db.query_int("SELECT COUNT(*) FROM tools WHERE approval IS NULL")) == 1);
+
+  CHECK_FALSE(f.db.exec("UPDATE tools SET approval = 'sometimes' WHERE name = 'notify'"));
+}
+
 TEST_CASE("declared tools and engines are marked, replaced at each start, and removed when "
           "the config drops them",
           "[storage][custom_tools]") {

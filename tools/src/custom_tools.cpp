@@ -154,6 +154,13 @@ public:
   bool offered_to(const agent_settings& agent) const noexcept override {
     return settings_.enabled && settings_.offered_to(agent.name);
   }
+  std::optional<approval_mode> approval() const noexcept override {
+    return settings_.approval;
+  }
+  bool writes_over_http() const noexcept override {
+    return settings_.kind == custom_tool_kind::http && settings_.method != "GET" &&
+           settings_.method != "HEAD";
+  }
 
 protected:
   // The arguments checked against the schema and as placeholder values: a string as it

@@ -91,6 +91,8 @@ constexpr int high_fd_floor = 32;
 // (bubblewrap takes /tmp for its own pivot, so not that). The bind exists only in the
 // child's private mount namespace; the host's /run is untouched.
 constexpr const char* reach_mount_point = "/run";
+// The same for a request's read-only folder (a skill's), when it has one.
+constexpr const char* reach_read_only_point = "/mnt";
 
 constexpr int exit_timed_out = 124;
 constexpr int exit_not_run = 126;
@@ -172,6 +174,7 @@ struct exec_plan {
   // Root only: before dropping privileges the child binds the workspace at
   // `reach_mount_point` in a mount namespace of its own (see sandbox_runner::run).
   std::string reach_source;
+  std::string reach_read_only_source;
   rlim_t address_space = 0;
   rlim_t cpu_seconds = 0;
   rlim_t file_size = 0;
@@ -284,6 +287,14 @@ TROUPE_TOOLS_CHILD_CODE void set_limit(int resource, rlim_t value) {
       const char* why = ::strerrordesc_np(errno);
       write_all_raw(STDERR_FILENO, why != nullptr ? why : "unknown error");
       write_all_raw(STDERR_FILENO, "\n");
+      ::_exit(exit_not_run);
+    }
+    if (!plan.reach_read_only_source.empty() &&
+        ::mount(plan.reach_read_only_source.c_str(), reach_read_only_point, nullptr, MS_BIND,
+                nullptr) != 0) {
+      write_all_raw(STDERR_FILENO,
+                    "troupe sandbox: cannot bind the read-only folder where the sandbox can "
+                    "reach it\n");
       ::_exit(exit_not_run);
     }
   }
@@ -655,6 +666,17 @@ asio::awaitable<sandbox_result> sandbox_runner::run(sandbox_request request) con
                       sandboxed);
   }
   const auto workspace = std::filesystem::canonical(request.workspace, fs_ec);
+  std::filesystem::path read_only_dir;
+  if (!request.read_only_dir.empty()) {
+    read_only_dir = std::filesystem::canonical(request.read_only_dir, fs_ec);
+    if (fs_ec || !std::filesystem::is_directory(read_only_dir, fs_ec) ||
+        request.read_only_target.empty() || request.read_only_target.front() != '/' ||
+        request.read_only_target == "/work" || request.read_only_target == "/tmp") {
+      co_return not_run(fmt::format("read-only folder '{}' cannot be bound at '{}'",
+                                    request.read_only_dir.string(), request.read_only_target),
+                        sandboxed);
+    }
+  }
   const auto& limits = request.limits;
   const bool as_root = ::geteuid() == 0;
 
@@ -703,6 +725,14 @@ asio::awaitable<sandbox_result> sandbox_runner::run(sandbox_request request) con
     }
     if (as_root) {
       plan.reach_source = workspace.string();
+    }
+    if (!read_only_dir.empty()) {
+      if (as_root) {
+        plan.reach_read_only_source = read_only_dir.string();
+      }
+      a.insert(a.end(),
+               {"--ro-bind", as_root ? std::string(reach_read_only_point) : read_only_dir.string(),
+                request.read_only_target});
     }
     a.insert(a.end(), {"--tmpfs", "/tmp", "--proc", "/proc", "--dev", "/dev", "--bind",
                        as_root ? std::string(reach_mount_point) : workspace.string(), "/work",

@@ -30,6 +30,8 @@ constexpr std::array command_words{
     command_word{"status", command_kind::status},
     command_word{"help", command_kind::help},
     command_word{"compact", command_kind::compact},
+    command_word{"approve", command_kind::approve},
+    command_word{"deny", command_kind::deny},
 };
 
 bool is_space(char c) noexcept {
@@ -89,6 +91,10 @@ std::string_view to_string(command_kind k) noexcept {
       return "help";
     case command_kind::compact:
       return "compact";
+    case command_kind::approve:
+      return "approve";
+    case command_kind::deny:
+      return "deny";
   }
   return "none";
 }
@@ -174,6 +180,8 @@ std::string_view help_text() noexcept {
          "/stop \xE2\x80\x94 cancel the answer in progress\n"
          "/status \xE2\x80\x94 what this conversation is doing\n"
          "/compact \xE2\x80\x94 summarise the conversation so far to free context\n"
+         "/approve ID \xE2\x80\x94 let the agent run the tool call that waits for you\n"
+         "/deny ID \xE2\x80\x94 refuse that tool call\n"
          "/help \xE2\x80\x94 this list\n"
          "Anything else goes to the agent.";
 }
@@ -185,6 +193,40 @@ std::string_view new_conversation_text() noexcept {
 std::string resumed_text(std::string_view title) {
   return fmt::format("Resumed \xE2\x80\x9C{}\xE2\x80\x9D. Carry on where you left off.",
                      one_line_title(title));
+}
+
+std::string approval_request_text(std::string_view id, std::string_view tool,
+                                  std::string_view arguments, std::string_view reason,
+                                  std::int64_t timeout_s) {
+  const auto shown = harness::summarize(single_line(arguments), 300);
+  std::string out = fmt::format("Approval needed: the agent wants to run {} with {}.", tool, shown);
+  if (!reason.empty()) {
+    out += fmt::format("\nWhy it asks: {}.", single_line(reason));
+  }
+  out += fmt::format("\nReply /approve {} to let it run, or /deny {} to refuse", id, id);
+  if (timeout_s > 0) {
+    out += fmt::format(" (without an answer within {} s it is refused)", timeout_s);
+  }
+  out += ".";
+  return out;
+}
+
+std::string approval_answer_text(approval_answer answer, std::string_view id, std::string_view tool,
+                                 std::string_view status) {
+  const auto shown = harness::summarize(single_line(id), 40);
+  switch (answer) {
+    case approval_answer::approved:
+      return fmt::format("Approved: {} runs now.", tool);
+    case approval_answer::denied:
+      return fmt::format("Denied: {} will not run.", tool);
+    case approval_answer::unknown:
+      return shown.empty() ? std::string("Name the approval: /approve ID or /deny ID, with the ID "
+                                         "its request gave.")
+                           : fmt::format("No approval {} waits for you here.", shown);
+    case approval_answer::decided:
+      return fmt::format("Approval {} was decided already ({}).", shown, status);
+  }
+  return {};
 }
 
 } // namespace troupe::channel

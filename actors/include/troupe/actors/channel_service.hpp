@@ -35,6 +35,9 @@ struct channel_service_options {
   std::shared_ptr<storage::read_pool> reads;
   std::shared_ptr<storage::catalog_cache> catalog;
   std::shared_ptr<chat_facade> chat;
+  /// Where `/approve ID` and `/deny ID` hand their decision (issue 19); null: the
+  /// commands answer that approvals are decided over the API.
+  std::shared_ptr<approvals_facade> approvals;
   /// Opens tokens stored sealed (channels created over the API); null: none can be.
   std::shared_ptr<const storage::secret_box> secrets;
   /// Channels declared in the config: their inline tokens never reach the database.

@@ -25,6 +25,7 @@
 
 #include <caf/all.hpp>
 
+#include "troupe/actors/approvals_facade.hpp"
 #include "troupe/actors/bridge.hpp"
 #include "troupe/actors/chat_facade.hpp"
 #include "troupe/actors/store_writer.hpp"
@@ -69,6 +70,8 @@ struct channel_thread_context {
   std::shared_ptr<storage::read_pool> reads;
   std::shared_ptr<storage::catalog_cache> catalog;
   std::shared_ptr<chat_facade> chat;
+  /// Decisions of `/approve ID` and `/deny ID` (issue 19); null: none over channels.
+  std::shared_ptr<approvals_facade> approvals;
   /// Sends run on the calling shard's client (`shard_http`), else on `http`.
   net::http_client* http = nullptr;
   std::shared_ptr<const std::vector<net::http_client*>> shard_http;
@@ -104,6 +107,19 @@ struct preview_delta {
   bool reset = false;
 };
 
+/// A tool call of an awaited run waits for a human (the run's `approval` event): the
+/// thread asks its user (issue 19).
+struct approval_request {
+  std::string run_id;
+  std::string id;
+  std::string tool;
+  std::string arguments;
+  std::string reason;
+  std::int64_t timeout_s = 0;
+  /// Where the run's message is (the reply goes there).
+  std::string reply_to;
+};
+
 /// A journaled message for the thread.
 using inbound_atom = caf::atom_constant<caf::atom("inbound")>;
 /// Parts of the outbox to send (start-up recovery), or the retry timer.
@@ -116,6 +132,8 @@ using drain_atom = caf::atom_constant<caf::atom("drain")>;
 using drained_atom = caf::atom_constant<caf::atom("drained")>;
 /// Streamed text of an awaited run (stream_edits), and the timer of its next edit.
 using preview_atom = caf::atom_constant<caf::atom("preview")>;
+/// An awaited run's tool call waits for a human's approval.
+using ask_approval_atom = caf::atom_constant<caf::atom("ask_apr")>;
 
 /// The interface:
 ///   (inbound_atom, inbound_record)   a journaled message of this thread (one it has
@@ -128,16 +146,17 @@ using preview_atom = caf::atom_constant<caf::atom("preview")>;
 ///   (thread_idle_atom, generation)   passivates when nothing happened since
 ///   (preview_atom, preview_delta)    streamed text of an awaited run (stream_edits)
 ///   (preview_atom, run_id)           the timer of that run's next preview edit
+///   (ask_approval_atom, request)     a call of an awaited run waits for a human: the
+///                                    thread's user is asked (once per approval)
 ///   (drain_atom, waiter)             sends `drained_atom` to `waiter` and quits once no
 ///                                    send is in flight: its outcome is recorded before a
 ///                                    stop
-using channel_thread_actor =
-    caf::typed_actor<caf::reacts_to<inbound_atom, storage::inbound_record>,
-                     caf::reacts_to<outbox_atom, storage::outbox_record>,
-                     caf::reacts_to<outbox_atom>, caf::reacts_to<thread_idle_atom, std::uint64_t>,
-                     caf::reacts_to<preview_atom, preview_delta>,
-                     caf::reacts_to<preview_atom, std::string>,
-                     caf::reacts_to<drain_atom, caf::actor>, io_completion_handler>;
+using channel_thread_actor = caf::typed_actor<
+    caf::reacts_to<inbound_atom, storage::inbound_record>,
+    caf::reacts_to<outbox_atom, storage::outbox_record>, caf::reacts_to<outbox_atom>,
+    caf::reacts_to<thread_idle_atom, std::uint64_t>, caf::reacts_to<preview_atom, preview_delta>,
+    caf::reacts_to<preview_atom, std::string>, caf::reacts_to<ask_approval_atom, approval_request>,
+    caf::reacts_to<drain_atom, caf::actor>, io_completion_handler>;
 
 channel_thread_actor spawn_channel_thread(caf::actor_system& system, channel_thread_spec spec);
 
@@ -146,3 +165,4 @@ channel_thread_actor spawn_channel_thread(caf::actor_system& system, channel_thr
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::storage::inbound_record)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::storage::outbox_record)
 CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::preview_delta)
+CAF_ALLOW_UNSAFE_MESSAGE_TYPE(troupe::actors::approval_request)

@@ -103,7 +103,13 @@ public:
   /// Start-up recovery: hands every run that was accepted but had not started when the
   /// process stopped back to its conversation, oldest first (a run that cannot be handed
   /// back is marked failed, saying why). Returns how many were resumed.
+  /// Runs waiting for a human's approval when the process stopped (issue 19) go first:
+  /// each goes on with its paused round (paused_runs.cpp).
   boost::asio::awaitable<std::size_t> resume_queued_runs();
+  /// Start-up recovery of the runs storage recovery left waiting for a human's approval:
+  /// each is handed back to its conversation and resumes its paused round (one that
+  /// cannot be is marked failed and its approvals expired). Returns how many resumed.
+  boost::asio::awaitable<std::size_t> resume_paused_runs();
 
   /// The journal of a run started since this node began (or retained), with its owner.
   std::optional<run_directory::entry> find_run(const std::string& run_id) const;
@@ -136,6 +142,10 @@ public:
   }
 
 private:
+  /// Whose memory a run resumed at start uses: the sender of the channel message that
+  /// started it (a thread the senders share), else 0 (the owner's).
+  static storage::row_id resumed_memory_user(storage::read_pool& reads,
+                                             const std::string& run_uuid);
   expected<conversation_actor> make_conversation(caf::actor_system& system, const std::string& id);
   /// The spec of a conversation from its rows and history.
   expected<conversation_spec>

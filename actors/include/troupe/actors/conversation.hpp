@@ -26,6 +26,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <functional>
+#include <memory>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -48,6 +49,8 @@ using context_atom = caf::atom_constant<caf::atom("context")>;
 using peek_atom = caf::atom_constant<caf::atom("peek")>;
 /// The conversation's own timer: no activity since the given generation.
 using idle_atom = caf::atom_constant<caf::atom("idle")>;
+/// The conversation's own timer: the guard of the run of the given turn.
+using guard_atom = caf::atom_constant<caf::atom("guard")>;
 
 /// The default of `actors.max_pending`.
 inline constexpr std::size_t default_max_pending = 64;
@@ -110,6 +113,9 @@ struct turn_request {
   /// Whose memory its run uses when not the conversation's owner (a channel sender in a
   /// shared thread); 0: the owner's.
   storage::row_id memory_user = 0;
+  /// A run that waited for a human's approval when the node stopped (with `run_row`): it
+  /// resumes from its paused round (issue 19).
+  std::shared_ptr<const run_resume> resume;
 };
 
 /// The conversation's interface.
@@ -126,6 +132,8 @@ struct turn_request {
 /// From its runs, and sent by the conversation to itself (not for others):
 ///   (event_atom, run_event)                  an event of the active run, forwarded
 ///   (idle_atom, generation)                  passivates when nothing happened since
+///   (guard_atom, turn)                       the limit of that turn's run passed (moved
+///                                            by the time the run waited for a human)
 ///   (io_done_atom, io_completion)            work it started on the blocking pool is done
 using conversation_actor =
     caf::typed_actor<caf::replies_to<send_atom, std::string>::with<run_result>,
@@ -134,7 +142,8 @@ using conversation_actor =
                      caf::reacts_to<subscribe_atom, run_event_sink>,
                      caf::replies_to<context_atom>::with<prompt_context_view>,
                      caf::reacts_to<event_atom, run_event>,
-                     caf::reacts_to<idle_atom, std::uint64_t>, io_completion_handler>;
+                     caf::reacts_to<idle_atom, std::uint64_t>,
+                     caf::reacts_to<guard_atom, std::uint64_t>, io_completion_handler>;
 
 conversation_actor spawn_conversation(caf::actor_system& system, conversation_spec spec);
 

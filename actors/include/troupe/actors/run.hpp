@@ -31,6 +31,7 @@
 #include "troupe/runtime/chat.hpp"
 #include "troupe/runtime/harness/evidence_ledger.hpp"
 #include "troupe/runtime/run_event.hpp"
+#include "troupe/storage/approvals.hpp"
 #include "troupe/storage/records.hpp"
 #include "troupe/tools/sandbox.hpp"
 #include "troupe/tools/tool.hpp"
@@ -42,6 +43,8 @@ class blocking_pool;
 
 namespace troupe::actors {
 
+class approval_registry;
+
 using run_atom = caf::atom_constant<caf::atom("run")>;
 using cancel_atom = caf::atom_constant<caf::atom("cancel")>;
 using event_atom = caf::atom_constant<caf::atom("event")>;
@@ -51,6 +54,12 @@ using deadline_atom = caf::atom_constant<caf::atom("deadline")>;
 using delta_atom = caf::atom_constant<caf::atom("delta")>;
 /// The run's row is written (its id), or could not be (0).
 using row_atom = caf::atom_constant<caf::atom("row")>;
+/// A human's decision on a tool call that waits (issue 19), and the approval's deadline.
+using approval_atom = caf::atom_constant<caf::atom("approval")>;
+using approval_expire_atom = caf::atom_constant<caf::atom("apr_expire")>;
+/// The node stops: a run that waits for a human leaves its rows as they are (to be
+/// resumed at the next start); any other run is cancelled.
+using shutdown_atom = caf::atom_constant<caf::atom("shutdown")>;
 
 /// The default per-tool timeout.
 inline constexpr std::chrono::milliseconds default_tool_timeout{std::chrono::minutes(5)};
@@ -97,6 +106,32 @@ struct run_io {
   /// Where blocking work of a run and its conversation goes (copying artifacts into the
   /// files directory). Null: that work runs on the calling thread (tests only).
   std::shared_ptr<tools::blocking_pool> blocking;
+  /// Live approvals (issue 19): a run registers the tool calls that wait for a human
+  /// here. Null: a call that needs approval is refused (policy_blocked).
+  std::shared_ptr<approval_registry> approvals;
+  /// How long an approval waits before it is denied, unless the agent says
+  /// (`tools.approval_timeout_s`).
+  std::chrono::seconds approval_timeout{600};
+};
+
+/// What a run resumed after a restart starts from (issue 19): it had paused on a human's
+/// approval. Read from its rows by the chat service at start.
+struct run_resume {
+  /// The stored row of its objective (its first user message).
+  storage::stored_span objective_span;
+  /// Its own messages after the objective (assistant rounds with their tool calls, tool
+  /// results), as stored, and their rows.
+  std::vector<chat_message> messages;
+  std::vector<storage::stored_span> spans;
+  /// The tool calls of the rounds before the paused one (its `tool` steps), for the
+  /// evidence ledger.
+  std::vector<harness::tool_event> earlier_events;
+  /// The paused round as the run last saved it (approval_record::round_json), and the
+  /// seq of the run's last event then (its events go on from there).
+  std::string round_json;
+  std::uint64_t seq = 0;
+  /// Every approval of the run (the paused round's pending ones among them).
+  std::vector<storage::approval_record> approvals;
 };
 
 /// Everything one run needs.
@@ -154,6 +189,9 @@ struct run_spec {
   run_io io;
   /// A sub-agent's: its parent's tool snapshot. Unset: resolved when the run starts.
   std::shared_ptr<const tools::tool_snapshot> tool_snapshot;
+  /// Set for a run resumed after a restart: it goes on with its paused round instead of
+  /// asking the model first.
+  std::shared_ptr<const run_resume> resume;
 };
 
 /// Whoever follows a run: receives (event_atom, run_event) for every event, in order.
@@ -163,6 +201,8 @@ using run_event_sink = caf::typed_actor<caf::reacts_to<event_atom, run_event>>;
 ///   (run_atom)    -> run_result   starts the run; the answer arrives when it ends
 ///   (cancel_atom)                 cancels every in-flight LLM stream and tool call
 ///                                 (sandboxed processes are killed); ends as cancelled
+///   (shutdown_atom)               the node stops: a run waiting for a human quits and
+///                                 leaves its rows to be resumed; any other is cancelled
 ///   (steer_atom, text)            adds a user message to the next LLM round
 ///   (row_atom, row, conversation) the run row of a run started with `row_pending` is
 ///                                 written (row 0: it could not be; the run fails), and
@@ -173,10 +213,11 @@ using run_event_sink = caf::typed_actor<caf::reacts_to<event_atom, run_event>>;
 ///   (io_done_atom, io_completion) a coroutine started through the bridge finished
 using run_actor =
     caf::typed_actor<caf::replies_to<run_atom>::with<run_result>, caf::reacts_to<cancel_atom>,
-                     caf::reacts_to<steer_atom, std::string>,
+                     caf::reacts_to<shutdown_atom>, caf::reacts_to<steer_atom, std::string>,
                      caf::reacts_to<row_atom, storage::row_id, storage::row_id>,
                      caf::reacts_to<deadline_atom>, caf::reacts_to<delta_atom, int, std::string>,
-                     io_completion_handler>;
+                     caf::reacts_to<approval_atom, std::string, bool, std::string, std::int64_t>,
+                     caf::reacts_to<approval_expire_atom, std::string>, io_completion_handler>;
 
 /// What tool definitions cost of a prompt (the estimate a run makes once it starts).
 std::size_t tool_definition_tokens(const std::vector<tool_definition>& tools);

@@ -169,6 +169,9 @@ struct journal_options {
   std::chrono::milliseconds persist_after{std::chrono::milliseconds(200)};
   /// The runs' series of /metrics (in flight, ended by status, duration); may be null.
   std::shared_ptr<run_metrics> metrics;
+  /// A run resumed after a restart (issue 19): its entries from before, as stored (seq 1
+  /// to N, not written again); the new ones follow from N + 1.
+  std::vector<journal_entry> earlier;
 };
 
 run_journal_actor spawn_run_journal(caf::actor_system& system, journal_options options);

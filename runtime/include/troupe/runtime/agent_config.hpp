@@ -39,6 +39,7 @@
 #include <string_view>
 #include <vector>
 
+#include "troupe/runtime/approval.hpp"
 #include "troupe/runtime/error.hpp"
 
 namespace troupe {
@@ -174,6 +175,21 @@ struct agent_settings {
   std::uint32_t memory_max_chars = 4200;
   /// Web search and fetch (`web_search`): off unless asked for.
   web_search_mode web_search = web_search_mode::off;
+  /// The skills the agent sees (issue 19): names, or "*" for every installed skill;
+  /// empty: none.
+  std::vector<std::string> skills;
+  /// Per tool, when a call waits for a human (`approval = { exec = "always" }`); it
+  /// overrides the tool's own setting (approval.hpp).
+  std::map<std::string, approval_mode, std::less<>> approval;
+  /// "" or "strict" (code_interpreter, exec and write-capable HTTP tools:
+  /// agent_initiated).
+  std::string approval_profile;
+  /// Seconds a pending approval waits before it is denied; 0: the node's
+  /// `tools.approval_timeout_s`.
+  std::uint32_t approval_timeout_s = 0;
+
+  /// True when the agent's `skills` list names `skill` or is "*".
+  bool skill_enabled(std::string_view skill) const noexcept;
 };
 
 /// The bounds of `memory_max_items` and `memory_max_chars`.

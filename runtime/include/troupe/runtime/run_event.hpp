@@ -39,6 +39,10 @@ enum class run_event_type {
   /// Earlier turns of the prompt were summarised (data: round, tokens_before,
   /// tokens_after, messages_covered, summary_tokens, model, updated_previous).
   context_compressed,
+  /// A tool call waits for a human's approval (issue 19; data: id, tool, arguments,
+  /// reason, call_id, timeout_s), or its approval was decided (data: id, tool, decision,
+  /// decided_by, note).
+  approval,
 };
 
 /// One event.

@@ -101,6 +101,23 @@ struct tool_settings {
   /// The most bytes a conversation's workspace may hold: a `write` or `edit` that would
   /// take it past this fails with a tool error saying so. 0: no cap.
   std::uint64_t workspace_max_bytes = 1024ull * 1024 * 1024;
+  /// Seconds a pending approval waits before it counts as a denial, for agents that do
+  /// not set `approval_timeout_s` (approval.hpp).
+  std::uint32_t approval_timeout_s = 600;
+};
+
+/// `[skills]` (issue 19): where SKILL.md folders are found and how their scripts run.
+struct skill_settings {
+  /// `skills.dir`: the folder of skill folders; empty: `<data_dir>/skills`.
+  std::filesystem::path dir;
+  /// `skills.dirs`: further folders of skill folders (file only).
+  std::vector<std::filesystem::path> dirs;
+  /// `skills.runners.<ext>`: the command that runs a script with that extension (file
+  /// only), e.g. `ts = "/usr/bin/node --experimental-strip-types"`; split on spaces.
+  std::map<std::string, std::string> runners;
+
+  /// Every folder to load, `skills.dir` (or its default under `data_dir`) first.
+  std::vector<std::filesystem::path> folders(const std::filesystem::path& data_dir) const;
 };
 
 /// `[blocking]`: the pool of threads for work that may block (tools' file work), kept off
@@ -192,6 +209,8 @@ struct settings {
   secrets_settings secrets;
   /// `[web]`: web_fetch and web_search limits (tool_config.hpp).
   web_settings web;
+  /// `[skills]`: SKILL.md folders (issue 19).
+  skill_settings skills;
   /// `[compression]`: when a conversation's prompt is compressed (issue 16).
   compression_settings compression;
   /// `[[providers]]` entries of the config file.

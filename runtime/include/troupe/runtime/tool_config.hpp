@@ -115,6 +115,9 @@ struct custom_tool_settings {
   std::string code;
   std::string file;
 
+  /// `approval`: when a call waits for a human (approval.hpp); unset: the agent decides.
+  std::optional<approval_mode> approval;
+
   /// Not a key: set for a tool the config file declares, which the API then refuses to
   /// change or delete (409: change it in the file).
   bool declared = false;

@@ -28,11 +28,16 @@ expected<connection> open_writer(const std::filesystem::path& path, sync_mode sy
 struct recovery_report {
   /// Runs that were `running` when the process died, now `interrupted`.
   std::int64_t interrupted_runs = 0;
+  /// Top-level runs left `running` while waiting for a human's approval: kept `running`,
+  /// their approvals pending, for the node to resume (issue 19).
+  std::int64_t paused_runs = 0;
 };
 
 /// Start-up recovery, on the writer connection before anything else writes: every run
-/// left `running` becomes `interrupted` with a step saying why; then `PRAGMA
-/// integrity_check` must answer "ok" (else `io_error` with its findings).
+/// left `running` becomes `interrupted` with a step saying why (its pending approvals
+/// expire), except a top-level run with a pending approval, which stays `running` to be
+/// resumed; then `PRAGMA integrity_check` must answer "ok" (else `io_error` with its
+/// findings).
 expected<recovery_report> recover(connection& writer);
 
 /// Runs `PRAGMA integrity_check`; fails with `io_error` and the findings unless "ok".

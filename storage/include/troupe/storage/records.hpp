@@ -288,6 +288,9 @@ struct tool_record {
   std::string config_json = "{}";
   bool enabled = true;
   std::int64_t created_at = 0;
+  /// A custom tool's own approval mode (issue 19): never | agent_initiated | always; empty:
+  /// none (the agent's settings decide).
+  std::string approval;
 };
 
 /// A configured MCP server.

@@ -83,7 +83,8 @@ struct queued_turn {
 };
 /// Every queued top-level run, oldest first, with its conversation and text.
 expected<std::vector<queued_turn>> list_queued_turns(connection& c);
-/// The queued runs of a conversation (their messages are not history yet).
+/// The queued runs of a conversation, and its runs that wait for a human's approval
+/// (their messages are not history yet).
 expected<std::vector<row_id>> queued_run_ids(connection& c, row_id conversation_id);
 /// Appends a step with the run's next sequence number; returns its id.
 expected<row_id> append_step(connection& c, execution_step_record r);

@@ -50,6 +50,11 @@ struct sandbox_request {
   /// Written to the process's stdin, which is then closed.
   std::string stdin_data;
   sandbox_limits limits;
+  /// A host directory bound read-only at `read_only_target` (a skill's folder at /skill);
+  /// empty: none. Last, with initializers: the positional initializations of the fields
+  /// before them stay whole.
+  std::filesystem::path read_only_dir{};
+  std::string read_only_target = "/skill";
 };
 
 /// How the run went.

@@ -11,6 +11,7 @@
 #include <filesystem>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -18,6 +19,7 @@
 #include <boost/asio/awaitable.hpp>
 
 #include "troupe/runtime/agent_config.hpp"
+#include "troupe/runtime/approval.hpp"
 #include "troupe/runtime/error.hpp"
 #include "troupe/tools/tool_catalog.hpp"
 
@@ -79,6 +81,8 @@ struct tool_context {
   std::int64_t agent_row = 0;
   std::int64_t conversation_row = 0;
   std::int64_t run_row = 0;
+  /// The agent's `skills` list ("*": every skill): the skill tool answers only those.
+  std::vector<std::string> skills{};
   /// The agent's `memory_autoapprove`: what it proposes is written active.
   bool memory_autoapprove = false;
   /// The HTTP client of the executor the call runs on (the run's shard): HTTP tools,
@@ -101,6 +105,16 @@ public:
   virtual bool offered_to(const agent_settings& agent) const noexcept {
     (void)agent;
     return true;
+  }
+  /// The tool's own approval setting (a `[[tools]]` entry's or a skill's `approval`,
+  /// approval.hpp); unset: it says nothing.
+  virtual std::optional<approval_mode> approval() const noexcept {
+    return std::nullopt;
+  }
+  /// True for a tool that can change something in the world over HTTP (an HTTP tool
+  /// whose method is not GET or HEAD): the strict approval profile asks about it.
+  virtual bool writes_over_http() const noexcept {
+    return false;
   }
 };
 

@@ -28,6 +28,9 @@
 
 namespace troupe::actors {
 
+/// A run resumed after a restart (run.hpp); built and read in actors/ only.
+struct run_resume;
+
 /// A message to submit, its caller resolved.
 struct chat_submission {
   storage::row_id user_id = 0;
@@ -59,6 +62,10 @@ struct chat_submission {
   /// Whose memory the run uses when not the conversation owner's (a sender in a channel
   /// thread the senders share); 0: the owner's.
   storage::row_id memory_user = 0;
+  /// With `run_row`: a run that waited for a human's approval when the node stopped,
+  /// resumed from its paused round (issue 19), and the journal entries it had stored.
+  std::shared_ptr<const run_resume> resume;
+  std::vector<journal_entry> earlier_entries;
 };
 
 /// What actors/ keeps of a run behind a ticket (its journal, the conversation that took

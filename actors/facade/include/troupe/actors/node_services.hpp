@@ -11,11 +11,13 @@
 #include <boost/asio/any_io_executor.hpp>
 #include <boost/asio/awaitable.hpp>
 
+#include "troupe/actors/approvals_facade.hpp"
 #include "troupe/actors/channel_facade.hpp"
 #include "troupe/actors/chat_facade.hpp"
 #include "troupe/actors/health_facade.hpp"
 #include "troupe/actors/mcp_facade.hpp"
 #include "troupe/actors/memory_facade.hpp"
+#include "troupe/actors/skills_facade.hpp"
 #include "troupe/actors/store_facade.hpp"
 #include "troupe/actors/tools_facade.hpp"
 #include "troupe/net/http_server.hpp"
@@ -41,6 +43,10 @@ struct node_services {
   std::shared_ptr<memory_facade> memory;
   /// Custom tools and web search engines changed over the API (issue 18).
   std::shared_ptr<tools_facade> tools;
+  /// The skills of the `[skills]` folders (issue 19); null: none loaded.
+  std::shared_ptr<skills_facade> skills;
+  /// Decisions on tool calls that wait for a human (issue 19).
+  std::shared_ptr<approvals_facade> approvals;
   std::shared_ptr<storage::read_pool> reads;
   /// Tokens, agents and providers from memory; the routes' writes invalidate it.
   std::shared_ptr<storage::catalog_cache> catalog;

@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstddef>
+#include <cstdint>
 #include <span>
 #include <string>
 #include <string_view>
@@ -36,6 +37,10 @@ enum class command_kind {
   help,
   /// `/compact`: compact the conversation's context now.
   compact,
+  /// `/approve ID` and `/deny ID` (issue 19): decide the pending approval `argument`
+  /// of a run of this thread.
+  approve,
+  deny,
 };
 
 /// The snake_case name of a kind ("new_conversation", …), for logs and tests.
@@ -92,5 +97,27 @@ std::string_view new_conversation_text() noexcept;
 
 /// The answer to `/continue N` once archive `title` is resumed.
 std::string resumed_text(std::string_view title);
+
+/// The message that asks the thread's user to decide a pending approval (issue 19): the
+/// tool, its arguments (cut at 300 code points), why it waits, and the two answers
+/// (`/approve ID`, `/deny ID`) with the time left.
+std::string approval_request_text(std::string_view id, std::string_view tool,
+                                  std::string_view arguments, std::string_view reason,
+                                  std::int64_t timeout_s);
+
+/// What a decision over the channel answers.
+enum class approval_answer {
+  /// Stored and handed to the run.
+  approved,
+  denied,
+  /// No approval with that id waits for this sender (another user's is not shown to
+  /// exist), or the id is missing.
+  unknown,
+  /// Decided already (by someone, or by its deadline): `status` says how.
+  decided,
+};
+/// The answer to `/approve ID` or `/deny ID`: `tool` and `status` when known.
+std::string approval_answer_text(approval_answer answer, std::string_view id,
+                                 std::string_view tool = {}, std::string_view status = {});
 
 } // namespace troupe::channel
