@@ -322,7 +322,7 @@ TEST_CASE("CORS: preflight answered for allowed origins, headers on responses",
   CHECK(header_value(denied, "Access-Control-Allow-Origin") == "https://app.example");
 }
 
-TEST_CASE("files: a large download streams in pieces; a stored special file is refused at once",
+TEST_CASE("files: a large download streams in pieces, a stored special file is refused at once",
           "[integration][api][hostile]") {
   api_server s("max_upload_bytes = 2000000\n");
   REQUIRE(s.port() != 0);

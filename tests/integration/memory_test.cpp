@@ -93,7 +93,7 @@ std::string chat(const api_server& s, const std::string& token, const std::strin
 } // namespace
 
 TEST_CASE("a run's prompt holds the user's approved memory, which shapes the answer and gets a "
-          "used evidence row naming the run; what it may not see never reaches the model",
+          "used evidence row naming the run, what it may not see never reaches the model",
           "[integration][memory]") {
   auto log = std::make_shared<request_log>();
   mock_llm_fixture mock(recording_mock(log));

@@ -160,7 +160,7 @@ std::vector<std::string> texts_of(const prompt_history& h) {
 } // namespace
 
 TEST_CASE("a summary stored with its message range loads in its place whatever failed runs and "
-          "limits left around it; its kept objective follows it",
+          "limits left around it, its kept objective follows it",
           "[storage][compression]") {
   fresh_db f;
   const auto user = f.add_user("ann");
