@@ -89,6 +89,11 @@ void follow_approvals(thread_self self, const run_ticket& ticket, const std::str
 
 void ask_approval(thread_self self, approval_request request) {
   auto& st = self->state;
+  for (auto& run : st.runs) {
+    if (run.run_id == request.run_id) {
+      run.asked_approval = true;
+    }
+  }
   if (!st.thread && !load_binding(st)) {
     log::warn("channel {} thread {}: approval {} cannot be asked about: the thread is not bound",
               channel_of(st).record.name, st.spec.thread_key, request.id);

@@ -143,6 +143,52 @@ run_result stored_result(const channel_thread_context& ctx, const std::string& r
   return r;
 }
 
+namespace {
+
+/// Waits (through the bridge) for the run's result, at most `limit`, then records the reply.
+/// A run that asked a human for approval and is still going when the limit passes is
+/// waited for again: its own deadline ends it, moved by the time the human took.
+void wait_for_run(thread_self self, storage::row_id inbound_id, const std::string& reply_to,
+                  run_ticket ticket, std::chrono::milliseconds limit) {
+  auto& st = self->state;
+  auto* http = st.spec.context->http_here();
+  auto waiting = st.spec.context->chat->wait(ticket, limit);
+  start_io(self, http->get_executor(), std::move(waiting),
+           [self, inbound_id, reply_to, ticket,
+            limit](expected<expected<run_result>> r) mutable {
+             auto& s = self->state;
+             const auto it =
+                 std::find_if(s.runs.begin(), s.runs.end(),
+                              [&](const awaited_run& a) { return a.run_id == ticket.run_id; });
+             const bool timed_out = (!r && r.error().code == errc::timeout) ||
+                                    (r && !*r && r->error().code == errc::timeout);
+             if (timed_out && it != s.runs.end() && it->asked_approval) {
+               log::info("channel thread {}: run {} waits for a human's approval past {} ms; "
+                         "waiting on",
+                         s.spec.thread_key, ticket.run_id, limit.count());
+               wait_for_run(self, inbound_id, reply_to, ticket, limit);
+               return;
+             }
+             if (it != s.runs.end()) {
+               s.runs.erase(it);
+             }
+             run_result result;
+             if (r && *r) {
+               result = std::move(**r);
+             } else {
+               result.run_id = ticket.run_id;
+               result.status = storage::run_status::failed;
+               result.error = !r ? r.error().message : r->error().message;
+             }
+             if (result.run_id.empty()) {
+               result.run_id = ticket.run_id;
+             }
+             record_reply(self, inbound_id, reply_to, std::move(result));
+           });
+}
+
+} // namespace
+
 /// Waits (through the bridge) for the run's result, then records the reply (to
 /// `reply_to`, the answered message's place); streams the run's text when the thread does.
 void await_result(thread_self self, storage::row_id inbound_id, const std::string& reply_to,
@@ -153,30 +199,7 @@ void await_result(thread_self self, storage::row_id inbound_id, const std::strin
   start_typing(st, reply_to);
   follow_preview(self, ticket, reply_to);
   follow_approvals(self, ticket, reply_to);
-  auto* http = st.spec.context->http_here();
-  auto waiting = st.spec.context->chat->wait(ticket, limit);
-  start_io(self, http->get_executor(), std::move(waiting),
-           [self, inbound_id, reply_to,
-            run_id = ticket.run_id](expected<expected<run_result>> r) mutable {
-             auto& s = self->state;
-             if (auto it = std::find_if(s.runs.begin(), s.runs.end(),
-                                        [&](const awaited_run& a) { return a.run_id == run_id; });
-                 it != s.runs.end()) {
-               s.runs.erase(it);
-             }
-             run_result result;
-             if (r && *r) {
-               result = std::move(**r);
-             } else {
-               result.run_id = run_id;
-               result.status = storage::run_status::failed;
-               result.error = !r ? r.error().message : r->error().message;
-             }
-             if (result.run_id.empty()) {
-               result.run_id = run_id;
-             }
-             record_reply(self, inbound_id, reply_to, std::move(result));
-           });
+  wait_for_run(self, inbound_id, reply_to, std::move(ticket), limit);
 }
 
 } // namespace troupe::actors::channel_detail

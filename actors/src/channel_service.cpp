@@ -82,6 +82,7 @@ channel_service::channel_service(caf::actor_system& system, channel_service_opti
   ctx->outbox = options_.outbox;
   ctx->idle_ttl = options_.thread_idle;
   ctx->typing_cap = options_.typing_cap;
+  ctx->run_grace = options_.run_grace;
   registry_->context = std::move(ctx);
   // A thread that failed: what it held goes to a new one (the journal and the outbox
   // have it), without waiting for a restart. Checked against `stopped` first, so the

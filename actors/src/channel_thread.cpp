@@ -29,8 +29,6 @@ net::http_client* channel_thread_context::http_here() const noexcept {
 
 namespace channel_detail {
 
-// Beyond the agent's own deadline, how long the thread waits for a run's result.
-constexpr auto run_grace = std::chrono::seconds(60);
 // Attempts to hand one message to its conversation before it is dead-lettered.
 constexpr int max_submit_attempts = 5;
 // Journal rows a thread remembers having taken (a late second hand-over is dropped).
@@ -294,7 +292,7 @@ void pump_inbox(thread_self self) {
     submission.text = "/compact";
     submission.policy = queue_policy::followup;
   }
-  const auto limit = ctx.chat->run_timeout(*agent) + run_grace;
+  const auto limit = ctx.chat->run_timeout(*agent) + ctx.run_grace;
   auto* http = ctx.http_here();
   auto submitting = ctx.chat->submit(std::move(submission));
   start_io(

@@ -38,6 +38,10 @@ struct awaited_run {
   std::string conversation_id;
   /// Asked where the run stands (`/status`).
   run_ticket ticket;
+  /// The run asked a human to approve a call (ask_approval): its wait for the answer is
+  /// renewed while the run goes on, since a human's decision may take longer than the
+  /// wait's limit (the run's own deadline moves by the time it waited for the human).
+  bool asked_approval = false;
 };
 
 /// The flag a typing loop (net::channel::keep_typing) runs on; cleared when its holder goes,

@@ -310,6 +310,7 @@ void node::impl::start_channels() {
   }
   channel_options.thread_idle = config.actors.conversation_idle;
   channel_options.typing_cap = config.actors.channel_typing_cap;
+  channel_options.run_grace = config.actors.channel_run_grace;
   channels = std::make_shared<channel_service>(*system, std::move(channel_options));
   // Runs accepted before the last stop but not started go back to their conversations
   // (on shard 0 with policy "shards": `io` has no threads then).

@@ -300,6 +300,12 @@ const std::vector<setting_spec>& specs() {
         "the longest a channel thread shows the typing indicator for one stretch of runs",
         [](settings& s) -> std::chrono::milliseconds& { return s.actors.channel_typing_cap; },
         1'000, 3'600'000));
+    t.push_back(millis_spec(
+        "actors.channel_run_grace_ms",
+        "beyond an agent's timeout, how long a channel thread waits for a run's answer before "
+        "it answers that the run did not finish (renewed while the run waits for a human)",
+        [](settings& s) -> std::chrono::milliseconds& { return s.actors.channel_run_grace; },
+        100, 3'600'000));
     t.push_back(make_spec(
         "storage.synchronous",
         "normal (commits survive a crash) | full (commits survive power loss; slower)",

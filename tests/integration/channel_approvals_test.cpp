@@ -25,8 +25,7 @@ constexpr std::int64_t ann = 1001;
 constexpr std::int64_t bob = 2002;
 
 troupe::mock::mock_llm_options scripted_mock() {
-  troupe::mock::mock_llm_options o;
-  auto rules = troupe::mock::parse_mock_script(R"([
+  return scripted(R"([
     {"match": {"user": "approve me", "has_tool_result": false},
      "reply": {"tool_calls": [{"name": "notify", "arguments": {"who": "team"}}]}},
     {"match": {"user": "approve me", "has_tool_result": true}, "reply": {"text": "notified"}},
@@ -35,23 +34,24 @@ troupe::mock::mock_llm_options scripted_mock() {
     {"match": {"prompt": "deny me", "has_tool_result": true},
      "reply": {"text": "I could not notify anyone: a human denied the call."}}
   ])");
-  REQUIRE(rules);
-  o.rules = std::move(*rules);
-  return o;
 }
 
 struct node {
   origin_server origin;
   mock_llm_fixture mock{scripted_mock()};
   fake_telegram fake;
-  api_server server{"rate_per_second = 1000\nrate_burst = 1000\n", config()};
+  api_server server;
 
-  std::string config() const {
-    return "[[providers]]\nname = \"mock\"\ntype = \"openai-compatible\"\nbase_url = \"" +
-           mock.base_url() +
-           "\"\n"
+  /// `head`: tables written first (e.g. [actors]); `timeout_s`: the agent's deadline.
+  explicit node(const std::string& head = {}, int timeout_s = 60)
+      : server("rate_per_second = 1000\nrate_burst = 1000\n", head + config(timeout_s)) {}
+
+  std::string config(int timeout_s) const {
+    return mock_provider_toml(mock) +
            "[[agents]]\nname = \"helper\"\nprovider = \"mock\"\nmodel = \"mock-llm\"\n"
-           "timeout_s = 60\n"
+           "timeout_s = " +
+           std::to_string(timeout_s) +
+           "\n"
            "[[tools]]\nname = \"notify\"\ndescription = \"tells people\"\nmethod = \"POST\"\n"
            "approval = \"always\"\nallow_private = true\nurl = \"" +
            origin.origin() +
@@ -164,4 +164,32 @@ TEST_CASE("a channel user denies an approval with /deny ID: the tool never runs 
   n.sent_containing("No approval 00000000-0000-0000-0000-000000000000 waits for you here.");
   n.say("/approve", ann);
   n.sent_containing("/approve ID or /deny ID");
+}
+
+TEST_CASE("a channel run that waits for a human longer than the thread's wait is answered once "
+          "the human decides, not told it did not finish",
+          "[integration][channels][telegram][approvals]") {
+  // The thread waits for an answer the agent's timeout (1 s) plus the grace (300 ms); the
+  // human answers after that has passed, and the run, whose own deadline moves by the time
+  // it waited for the human, still answers.
+  node n("[actors]\nchannel_run_grace_ms = 300\n", 1);
+  REQUIRE(n.server.port() != 0);
+  n.say("approve me", ann);
+  const auto id = approval_id_in(n.sent_containing("Approval needed"));
+  // The thread's first wait ran out and it waits on (troupe says so in its log).
+  REQUIRE(wait_until(
+      [&] {
+        return n.server.process().output().find("waits for a human's approval past") !=
+               std::string::npos;
+      },
+      30s));
+  n.say("/approve " + id, ann);
+  n.sent_containing("Approved: notify runs now.");
+  const auto answer = n.sent_containing("notified");
+  CHECK(n.notified() == 1);
+  for (const auto& m : n.fake.sent_to(group)) {
+    INFO(m.text);
+    CHECK(m.text.find("did not finish") == std::string::npos);
+    CHECK(m.text.find("did not answer in time") == std::string::npos);
+  }
 }

@@ -52,6 +52,9 @@ struct channel_service_options {
   /// The longest a thread shows the platform's typing indicator for one stretch of runs
   /// (`actors.channel_typing_cap_ms`).
   std::chrono::milliseconds typing_cap{std::chrono::minutes(2)};
+  /// Beyond an agent's deadline, how long a thread waits for a run's answer
+  /// (`actors.channel_run_grace_ms`).
+  std::chrono::milliseconds run_grace{std::chrono::minutes(1)};
 };
 
 class channel_service final : public channel_facade {

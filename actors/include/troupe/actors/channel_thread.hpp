@@ -80,6 +80,9 @@ struct channel_thread_context {
   std::chrono::milliseconds idle_ttl{std::chrono::minutes(10)};
   /// The longest the typing indicator is kept up for one stretch of runs.
   std::chrono::milliseconds typing_cap{std::chrono::minutes(2)};
+  /// Beyond an agent's deadline, how long a thread waits for a run's answer (renewed while
+  /// the run waits for a human's approval).
+  std::chrono::milliseconds run_grace{std::chrono::minutes(1)};
 
   net::http_client* http_here() const noexcept;
 };

@@ -89,6 +89,8 @@ struct actor_settings {
   /// The longest a channel thread shows the platform's typing indicator for one stretch
   /// of runs (Telegram's `typing`, renewed every 4 s).
   std::chrono::milliseconds channel_typing_cap{120'000};
+  /// Beyond an agent's own deadline, how long a channel thread waits for a run's answer.
+  std::chrono::milliseconds channel_run_grace{60'000};
 };
 
 /// `[tools]`: how tools run.
