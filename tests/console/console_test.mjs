@@ -3,7 +3,8 @@
 // sign in, stream a slow answer (tokens seen before the run ends), a correction shown
 // honestly, a CSV uploaded and the agent's chart downloaded (the code interpreter in the
 // real sandbox), a message queued under `interrupt`, a run stopped, its timeline live and
-// after, the overview's charts, a memory candidate approved, the settings' forms showing
+// after, the overview's charts, a memory candidate approved, a pending tool call approved
+// from the inbox, the settings' forms showing
 // the API's errors, 375 px and the dark theme, and the first paint with 1,000
 // conversations (seeded through the API), measured in the browser.
 //
@@ -115,6 +116,8 @@ const script = [
   { match: { user: "split the work", has_tool_result: true }, reply: { text: "Apples 12, pears 7." } },
   { match: { user: "count the apples" }, reply: { text: "12 apples." }, token_delay_ms: 30 },
   { match: { user: "count the pears" }, reply: { text: "7 pears." } },
+  { match: { user: "save the release note", has_tool_result: false }, reply: { tool_calls: [{ name: "write", arguments: { path: "release-note.txt", content: "troupe 1.0 is out" } }] } },
+  { match: { user: "save the release note", has_tool_result: true }, reply: { text: "Saved release-note.txt." } },
 ];
 
 // --- steps ---
@@ -185,6 +188,12 @@ try {
   writeFileSync(scriptFile, JSON.stringify(script));
   const mock = await start(["mock-llm", "--listen", "127.0.0.1:0", "--script", scriptFile], /listening on http:\/\/(127\.0\.0\.1:\d+)/);
   const data = join(work, "data");
+  // Two skills in the default folder (<data_dir>/skills): one that loads, one whose front
+  // matter is not YAML (listed as a problem with its file and line).
+  mkdirSync(join(data, "skills", "greet"), { recursive: true, mode: 0o700 });
+  writeFileSync(join(data, "skills", "greet", "SKILL.md"), "---\nname: greet\ndescription: Greets a person by name, in their language.\ntriggers: [hello, greeting]\n---\n# Greet\nSay hello in the user's language.\n");
+  mkdirSync(join(data, "skills", "broken"), { recursive: true, mode: 0o700 });
+  writeFileSync(join(data, "skills", "broken", "SKILL.md"), "---\nname: broken\ndescription: [unclosed\n---\nbody\n");
   writeFileSync(
     join(work, "troupe.toml"),
     [
@@ -204,6 +213,13 @@ try {
       'provider = "mock"',
       'model = "mock-llm"',
       'tools = ["code_interpreter", "read", "write", "finish"]',
+      // Every write of this agent waits for a human (issue 19): the approvals inbox.
+      "[[agents]]",
+      'name = "gatekeeper"',
+      'provider = "mock"',
+      'model = "mock-llm"',
+      'tools = ["write", "finish"]',
+      'approval = { write = "always" }',
       "",
     ].join("\n"),
   );
@@ -441,6 +457,32 @@ try {
     assert.ok((await page.locator(".timeline rect.mark.rejected").count()) >= 1);
   });
 
+  await step("a pending approval is approved from the inbox and the tool runs once", async () => {
+    const started = await call("POST", "/api/v1/runs", { agent: "gatekeeper", message: "save the release note" });
+    assert.equal(started.status, 202, started.text);
+    const runId = started.json.run_id;
+    const pending = await until(async () => (await call("GET", "/api/v1/approvals")).json.data.find((a) => a.run_id === runId), 30000, "the approval pending");
+    await page.goto(base + "/#/approvals");
+    const card = page.locator(`#approvals article[data-approval="${pending.id}"]`);
+    await card.waitFor();
+    assert.match(await card.textContent(), /write/);
+    assert.match(await card.locator("pre").textContent(), /release-note\.txt/);
+    await until(async () => /Asked: .save the release note/.test(await card.textContent()), 10000, "the run's message shown");
+    await shot("approvals");
+    await card.getByRole("button", { name: "Approve" }).click();
+    await card.locator(".ok-note").waitFor();
+    const run = await until(async () => {
+      const r = await call("GET", `/api/v1/runs/${runId}`);
+      return r.json.status !== "running" && r.json.status !== "queued" ? r.json : null;
+    }, 30000, "the run's end");
+    assert.equal(run.status, "succeeded");
+    const steps = (await call("GET", `/api/v1/runs/${runId}/steps`)).json.data;
+    assert.equal(steps.filter((st) => st.kind === "tool" && st.name === "write").length, 1, JSON.stringify(steps.map((st) => [st.kind, st.name])));
+    // Decided: a second decision is refused with 409, and the inbox no longer lists it.
+    assert.equal((await call("POST", `/api/v1/approvals/${pending.id}`, { decision: "deny" })).status, 409);
+    assert.equal((await call("GET", "/api/v1/approvals")).json.data.some((a) => a.id === pending.id), false);
+  });
+
   // 1,000 conversations for the first-paint step, seeded through the API (each with a run
   // of the scripted model) while the overview watches.
   const seed = async () => {
@@ -513,11 +555,21 @@ try {
     await newForm.locator(".alert").waitFor();
     assert.match(await newForm.locator(".alert").textContent(), /api_key_ref: 'HOME' is not allowed/);
     await shot("settings-providers");
-    for (const tab of ["agents", "tools", "mcp", "channels", "users"]) {
+    for (const tab of ["agents", "tools", "mcp", "skills", "channels", "users"]) {
       await page.goto(base + `/#/settings/${tab}`);
       await page.waitForSelector(`#settings-${tab} table, #settings-${tab} .alert`, { timeout: 15000 });
       await shot(`settings-${tab}`);
     }
+    // The skills page lists the skill that loaded (its body on Read) and the broken one's problem.
+    await page.goto(base + "/#/settings/skills");
+    const greet = page.locator('#settings-skills tr[data-skill="greet"]');
+    await greet.waitFor();
+    assert.match(await greet.textContent(), /available/);
+    assert.match(await page.textContent("#settings-skills tr.problem"), /broken\/SKILL\.md/);
+    await greet.getByRole("button", { name: "Read" }).click();
+    await page.locator("#skill-detail pre").waitFor();
+    assert.match(await page.textContent("#skill-detail pre"), /Say hello in the user's language/);
+    await shot("settings-skills");
     // A token made here is shown once.
     await page.goto(base + "/#/settings/users");
     const tokenForm = page.locator("#token-new");

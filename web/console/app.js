@@ -12,6 +12,7 @@ const pages = {
   runs: { label: "Runs", load: () => import("./views/runs.js") },
   overview: { label: "Overview", load: () => import("./views/overview.js") },
   memory: { label: "Memory", load: () => import("./views/memory.js") },
+  approvals: { label: "Approvals", load: () => import("./views/approvals.js") },
   settings: { label: "Settings", load: () => import("./views/settings.js") },
 };
 

@@ -1,4 +1,5 @@
-// Settings: agents, providers (keys write-only), custom tools, MCP servers, channels (with
+// Settings: agents, providers (keys write-only), custom tools, MCP servers, skills (read:
+// they are folders, docs/skills.md), channels (with
 // their threads, outbox and dead letters), users and tokens. Every form sends what the API
 // takes and shows the API's own error (which names the field) next to the form. Agents,
 // providers, users and tokens have forms of fields; tools, MCP servers and channels, whose
@@ -12,6 +13,7 @@ const tabs = {
   providers: { label: "Providers", render: providers },
   tools: { label: "Tools", render: tools },
   mcp: { label: "MCP servers", render: mcp },
+  skills: { label: "Skills", render: skills },
   channels: { label: "Channels", render: channels },
   users: { label: "Users and tokens", render: users },
 };
@@ -329,6 +331,40 @@ async function mcp(body) {
         return answer;
       },
     ),
+  );
+}
+
+// --- skills (read-only: SKILL.md folders on the node; the problems of broken ones) ---
+
+async function skills(body) {
+  const list = await api("/skills");
+  const detail = h("div", { id: "skill-detail" });
+  const show = async (name) => {
+    const s = await api(`/skills/${encodeURIComponent(name)}`);
+    fill(detail, h("article", { class: "card" }, h("h2", {}, s.name), h("p", {}, s.description), h("p", { class: "hint" }, s.file), h("pre", { class: "code" }, s.body ?? "")));
+  };
+  const problems = list.problems ?? [];
+  fill(
+    body,
+    h("p", { class: "note" }, `Loaded from ${(list.dirs ?? []).join(", ") || "no folder"} (generation ${list.generation}); a change to a folder reloads them.`),
+    list.data.length ? null : h("p", { class: "note" }, "No skill is installed: add a folder with a SKILL.md (docs/skills.md)."),
+    table(
+      ["name", "status", "tool", "approval", "triggers", ""],
+      list.data.map((s) =>
+        h(
+          "tr",
+          { dataset: { skill: s.name } },
+          h("td", {}, s.name, h("br"), h("small", {}, s.description)),
+          h("td", {}, h("span", { class: `badge ${s.available ? "active" : "queued"}` }, s.status), s.reason ? h("small", {}, " " + s.reason) : null),
+          h("td", {}, s.tool ? "yes" : "no"),
+          h("td", {}, s.approval ?? "never"),
+          h("td", {}, (s.triggers ?? []).join(", ")),
+          h("td", {}, h("button", { type: "button", onclick: () => show(s.name).catch((e) => fill(detail, alertBox(e.message))) }, "Read")),
+        ),
+      ),
+    ),
+    problems.length ? [h("h2", {}, "Problems"), table(["file", "line", "problem"], problems.map((p) => h("tr", { class: "problem" }, h("td", {}, p.file), h("td", {}, String(p.line || "")), h("td", {}, p.message))))] : null,
+    detail,
   );
 }
 
