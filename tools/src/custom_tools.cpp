@@ -11,6 +11,7 @@
 #include <simdjson.h>
 #include <unistd.h>
 
+#include "script_outcome.hpp"
 #include "tool_arguments.hpp"
 #include "troupe/runtime/json_writer.hpp"
 #include "troupe/tools/argument_validator.hpp"
@@ -121,17 +122,6 @@ expected<std::string> expand_header(std::string_view text, const template_values
     i = close + 1;
   }
   return out;
-}
-
-// Writes `text` as JSON when it is a JSON value, else as a string.
-void json_or_text(json_writer& w, std::string_view text) {
-  simdjson::dom::parser parser;
-  simdjson::dom::element value;
-  if (!text.empty() && parser.parse(text.data(), text.size()).get(value) == simdjson::SUCCESS) {
-    w.raw(simdjson::minify(value));
-  } else {
-    w.value(text);
-  }
 }
 
 // What both kinds share: the descriptor, the compiled schema, the settings.
@@ -270,7 +260,7 @@ asio::awaitable<tool_result> http_tool::run(const http_tool* self, std::string a
   w.begin_object().key("ok").value(ok).key("status").value(response->status);
   w.key("content_type").value(response->header("Content-Type"));
   w.key("body");
-  json_or_text(w, response->body);
+  detail::json_or_text(w, response->body);
   if (!ok) {
     w.key("error").value(
         fmt::format("{} {} answered HTTP {}", method, response->url, response->status));
@@ -374,30 +364,9 @@ asio::awaitable<tool_result> script_tool::run(const script_tool* self, std::stri
   const bool ok = r.exit_code == 0 && !r.timed_out && !r.cancelled;
   json_writer w;
   w.begin_object().key("ok").value(ok);
-  if (ok) {
-    w.key("result");
-    // A trailing newline is how programs end their output, not part of a text result.
-    std::string_view out = r.stdout_text;
-    while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) {
-      out.remove_suffix(1);
-    }
-    json_or_text(w, out);
-    if (!r.stderr_text.empty()) {
-      w.key("stderr").value(r.stderr_text);
-    }
-  } else {
-    w.key("exit_code").value(r.exit_code).key("stdout").value(r.stdout_text);
-    w.key("stderr").value(r.stderr_text);
-    w.key("error").value(!r.error.empty() ? r.error
-                         : r.timed_out
-                             ? fmt::format("killed after the tool's timeout of {} s",
-                                           self->settings_.timeout.count())
-                             : fmt::format("the script exited with code {}", r.exit_code));
-  }
-  w.key("sandboxed").value(r.sandboxed);
-  if (r.stdout_truncated || r.stderr_truncated) {
-    w.key("truncated").value(true);
-  }
+  detail::write_script_outcome(
+      w, r, ok,
+      fmt::format("killed after the tool's timeout of {} s", self->settings_.timeout.count()));
   w.end_object();
   tool_result result{ok, std::move(w).str(), {}, {}};
   if (!ok) {

@@ -3,6 +3,8 @@
 
 #include "troupe/tools/skill_library.hpp"
 
+#include "script_outcome.hpp"
+
 #include <algorithm>
 
 #include <boost/asio/awaitable.hpp>
@@ -28,17 +30,6 @@ constexpr std::size_t node_address_space_extra_mb = 1024;
 bool enabled(const std::vector<std::string>& skills, std::string_view name) {
   return std::any_of(skills.begin(), skills.end(),
                      [&](const std::string& s) { return s == "*" || s == name; });
-}
-
-// Writes `text` as JSON when it is a JSON value, else as a string.
-void json_or_text(json_writer& w, std::string_view text) {
-  simdjson::dom::parser parser;
-  simdjson::dom::element value;
-  if (!text.empty() && parser.parse(text.data(), text.size()).get(value) == simdjson::SUCCESS) {
-    w.raw(simdjson::minify(value));
-  } else {
-    w.value(text);
-  }
 }
 
 void skill_summary(json_writer& w, const skill& s) {
@@ -222,25 +213,8 @@ asio::awaitable<tool_result> skill_script::run(const skill_script* self, std::st
   const bool ok = r.exit_code == 0 && !r.timed_out && !r.cancelled;
   json_writer w;
   w.begin_object().key("ok").value(ok).key("skill").value(self->skill_.name);
-  if (ok) {
-    w.key("result");
-    std::string_view out = r.stdout_text;
-    while (!out.empty() && (out.back() == '\n' || out.back() == '\r')) {
-      out.remove_suffix(1);
-    }
-    json_or_text(w, out);
-    if (!r.stderr_text.empty()) {
-      w.key("stderr").value(r.stderr_text);
-    }
-  } else {
-    w.key("exit_code").value(r.exit_code).key("stdout").value(r.stdout_text);
-    w.key("stderr").value(r.stderr_text);
-    w.key("error").value(!r.error.empty() ? r.error
-                         : r.timed_out
-                             ? std::string("killed at the skill's timeout")
-                             : fmt::format("the script exited with code {}", r.exit_code));
-  }
-  w.key("sandboxed").value(r.sandboxed).end_object();
+  detail::write_script_outcome(w, r, ok, "killed at the skill's timeout");
+  w.end_object();
   tool_result result{ok, std::move(w).str(), {}, {}};
   if (!ok) {
     result.failure_kind = r.timed_out ? "timeout" : "tool_error";
