@@ -154,12 +154,11 @@ void wait_for_run(thread_self self, storage::row_id inbound_id, const std::strin
   auto* http = st.spec.context->http_here();
   auto waiting = st.spec.context->chat->wait(ticket, limit);
   start_io(self, http->get_executor(), std::move(waiting),
-           [self, inbound_id, reply_to, ticket,
-            limit](expected<expected<run_result>> r) mutable {
+           [self, inbound_id, reply_to, ticket, limit](expected<expected<run_result>> r) mutable {
              auto& s = self->state;
-             const auto it =
-                 std::find_if(s.runs.begin(), s.runs.end(),
-                              [&](const awaited_run& a) { return a.run_id == ticket.run_id; });
+             const auto it = std::find_if(s.runs.begin(), s.runs.end(), [&](const awaited_run& a) {
+               return a.run_id == ticket.run_id;
+             });
              const bool timed_out = (!r && r.error().code == errc::timeout) ||
                                     (r && !*r && r->error().code == errc::timeout);
              if (timed_out && it != s.runs.end() && it->asked_approval) {

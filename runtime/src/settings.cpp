@@ -304,8 +304,8 @@ const std::vector<setting_spec>& specs() {
         "actors.channel_run_grace_ms",
         "beyond an agent's timeout, how long a channel thread waits for a run's answer before "
         "it answers that the run did not finish (renewed while the run waits for a human)",
-        [](settings& s) -> std::chrono::milliseconds& { return s.actors.channel_run_grace; },
-        100, 3'600'000));
+        [](settings& s) -> std::chrono::milliseconds& { return s.actors.channel_run_grace; }, 100,
+        3'600'000));
     t.push_back(make_spec(
         "storage.synchronous",
         "normal (commits survive a crash) | full (commits survive power loss; slower)",

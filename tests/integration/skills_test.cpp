@@ -151,26 +151,26 @@ TEST_CASE("the seed's run_code skill loads unchanged, is unavailable without a t
     {"match": {"user": "compute it", "has_tool_result": true}, "reply": {"text": "it is 42"}}
   ])js",
                                  log));
-api_server s({}, provider(mock) + agent("worker", "skills = [\"run_code\"]\n") +
-                     "[skills]\ndir = \"" + skills.path().string() +
-                     "\"\nrunners.ts = \"/usr/bin/node\"\n");
-REQUIRE(s.port() != 0);
-auto got = s.call("GET", "/api/v1/skills", s.user_token("ann"));
-REQUIRE(status_of(got) == 200);
-CHECK_THAT(body_of(got),
-           Catch::Contains(R"("status":"available")") && Catch::Contains(R"("tool":true)"));
-auto answer =
-    s.call("POST", "/api/v1/chat", s.admin(), R"({"agent":"worker","message":"compute it"})");
-INFO(answer);
-REQUIRE(status_of(answer) == 200);
-CHECK(json_field(body_of(answer), "content") == "it is 42");
-const auto bodies = log.all();
-REQUIRE(bodies.size() >= 2);
-// The tool was offered, and what the script printed in the sandbox reached the model.
-CHECK_THAT(bodies[0], Catch::Contains(R"("name":"run_code")"));
-CHECK_THAT(bodies[1], Catch::Contains(R"(\"output\":\"42\\n\")") &&
-                          Catch::Contains("from-bash-42") &&
-                          Catch::Contains(R"(\"sandboxed\":true)"));
+  api_server s({}, provider(mock) + agent("worker", "skills = [\"run_code\"]\n") +
+                       "[skills]\ndir = \"" + skills.path().string() +
+                       "\"\nrunners.ts = \"/usr/bin/node\"\n");
+  REQUIRE(s.port() != 0);
+  auto got = s.call("GET", "/api/v1/skills", s.user_token("ann"));
+  REQUIRE(status_of(got) == 200);
+  CHECK_THAT(body_of(got),
+             Catch::Contains(R"("status":"available")") && Catch::Contains(R"("tool":true)"));
+  auto answer =
+      s.call("POST", "/api/v1/chat", s.admin(), R"({"agent":"worker","message":"compute it"})");
+  INFO(answer);
+  REQUIRE(status_of(answer) == 200);
+  CHECK(json_field(body_of(answer), "content") == "it is 42");
+  const auto bodies = log.all();
+  REQUIRE(bodies.size() >= 2);
+  // The tool was offered, and what the script printed in the sandbox reached the model.
+  CHECK_THAT(bodies[0], Catch::Contains(R"("name":"run_code")"));
+  CHECK_THAT(bodies[1], Catch::Contains(R"(\"output\":\"42\\n\")") &&
+                            Catch::Contains("from-bash-42") &&
+                            Catch::Contains(R"(\"sandboxed\":true)"));
 }
 
 TEST_CASE("a broken SKILL.md is reported with its file and line while the node serves, and the "
