@@ -24,7 +24,7 @@ namespace {
 
 /// The outbox key of the message that asks about approval `id`.
 std::string ask_key(const std::string& id) {
-  return "approval:" + id;
+  return std::string(approval_ask_prefix) + id;
 }
 
 /// Reads a journal entry into a request: an `approval` event of a call that waits (the

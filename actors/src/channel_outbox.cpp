@@ -60,6 +60,12 @@ net::channel::outbound_part outbound(const thread_state& st, const storage::outb
   part.run_id = e.run_uuid;
   part.part = e.part;
   part.text = std::move(text);
+  // The message asking for an approval carries its two answers as buttons where the
+  // platform has them (Telegram); the text says how to answer everywhere.
+  if (e.part == 0 && e.run_uuid.starts_with(approval_ask_prefix)) {
+    const auto id = e.run_uuid.substr(approval_ask_prefix.size());
+    part.choices = {{"Approve", "/approve " + id}, {"Deny", "/deny " + id}};
+  }
   return part;
 }
 

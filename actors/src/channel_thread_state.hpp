@@ -22,6 +22,7 @@
 #include <optional>
 #include <set>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "troupe/actors/channel_thread.hpp"
@@ -32,6 +33,10 @@
 namespace troupe::actors::channel_detail {
 
 /// A run handed over (or found after a restart) whose result the thread awaits.
+/// The outbox key of a message asking a human to decide an approval: the prefix, then the
+/// approval's id (channel_approvals.cpp); its part carries the answers as buttons.
+inline constexpr std::string_view approval_ask_prefix = "approval:";
+
 struct awaited_run {
   std::string run_id;
   /// The uuid of the conversation that has it.

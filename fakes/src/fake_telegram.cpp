@@ -417,6 +417,36 @@ asio::awaitable<http_response> get_updates(const request_json& req, state_ptr st
   }
 }
 
+/// The buttons of `reply_markup.inline_keyboard` as (text, callback_data), row after row;
+/// nullopt when a button is not as Telegram takes it (no text, or callback_data missing,
+/// empty or over 64 bytes).
+std::optional<std::vector<std::pair<std::string, std::string>>>
+inline_buttons(const request_json& req) {
+  std::vector<std::pair<std::string, std::string>> out;
+  simdjson::dom::array rows;
+  if (req.object.at_key("reply_markup").at_key("inline_keyboard").get_array().get(rows) !=
+      simdjson::SUCCESS) {
+    return out;
+  }
+  for (auto row : rows) {
+    simdjson::dom::array buttons;
+    if (row.get_array().get(buttons) != simdjson::SUCCESS) {
+      return std::nullopt;
+    }
+    for (auto button : buttons) {
+      std::string_view text;
+      std::string_view data;
+      if (button.at_key("text").get_string().get(text) != simdjson::SUCCESS || text.empty() ||
+          button.at_key("callback_data").get_string().get(data) != simdjson::SUCCESS ||
+          data.empty() || data.size() > 64) {
+        return std::nullopt;
+      }
+      out.emplace_back(std::string(text), std::string(data));
+    }
+  }
+  return out;
+}
+
 http_response send_message(const request_json& req, const state_ptr& st) {
   const auto chat = req.chat_id();
   if (!chat) {
@@ -434,11 +464,16 @@ http_response send_message(const request_json& req, const state_ptr& st) {
   if (topic && *topic == 1) {
     return error(400, "Bad Request: message thread not found");
   }
+  auto buttons = inline_buttons(req);
+  if (!buttons) {
+    return error(400, "Bad Request: BUTTON_DATA_INVALID");
+  }
   telegram_sent m;
   {
     const std::lock_guard lock(st->mutex);
     auto& next = st->next_message_id.try_emplace(*chat, 100).first->second;
     m = {*chat, topic, next++, *text, mode, 0};
+    m.buttons = std::move(*buttons);
     st->sent.push_back(m);
   }
   st->sent_changed.notify_all();
@@ -612,6 +647,13 @@ asio::awaitable<http_response> answer(const std::string& method, const std::stri
   if (method == "getMe") {
     co_return ok_with(bot_user_json());
   }
+  if (method == "answerCallbackQuery") {
+    if (!req.text("callback_query_id")) {
+      co_return error(400, "Bad Request: query is too old and response timeout expired or "
+                           "query ID is invalid");
+    }
+    co_return ok_with("true");
+  }
   if (method == "deleteMessage") {
     co_return delete_message(req, st);
   }
@@ -704,6 +746,41 @@ std::int64_t fake_telegram::push_message(const telegram_incoming& m) {
   w.key("chat").begin_object().key("id").value(m.chat_id).key("type").value(type).end_object();
   w.key("date").value(static_cast<std::int64_t>(now)).key("text").value(m.text);
   return state_->queue("\"message\":" + std::move(w.end_object()).str());
+}
+
+std::int64_t fake_telegram::press_button(const telegram_sent& sent, std::string_view callback_data,
+                                         std::int64_t from_id) {
+  const auto now = std::chrono::duration_cast<std::chrono::seconds>(
+                       std::chrono::system_clock::now().time_since_epoch())
+                       .count();
+  std::int64_t press = 0;
+  {
+    const std::lock_guard lock(state_->mutex);
+    press = state_->next_inbound_message_id++;
+  }
+  json_writer w;
+  // Telegram's callback query ids are opaque strings; the chat_instance names the chat.
+  w.begin_object().key("id").value("cbq-" + std::to_string(press));
+  w.key("from")
+      .begin_object()
+      .key("id")
+      .value(from_id)
+      .key("is_bot")
+      .value(false)
+      .key("first_name")
+      .value("Test")
+      .end_object();
+  w.key("message").begin_object().key("message_id").value(sent.message_id);
+  if (sent.topic) {
+    w.key("message_thread_id").value(*sent.topic).key("is_topic_message").value(true);
+  }
+  w.key("from").raw(bot_user_json());
+  const auto type = sent.chat_id > 0 ? "private" : "supergroup";
+  w.key("chat").begin_object().key("id").value(sent.chat_id).key("type").value(type).end_object();
+  w.key("date").value(static_cast<std::int64_t>(now)).key("text").value(sent.text).end_object();
+  w.key("chat_instance").value("ci-" + std::to_string(sent.chat_id));
+  w.key("data").value(callback_data);
+  return state_->queue("\"callback_query\":" + std::move(w.end_object()).str());
 }
 
 std::int64_t fake_telegram::push_update(std::string fields_json) {

@@ -193,3 +193,36 @@ TEST_CASE("a channel run that waits for a human longer than the thread's wait is
     CHECK(m.text.find("did not answer in time") == std::string::npos);
   }
 }
+
+TEST_CASE("a Telegram user approves with the message's inline button: the press is answered, the "
+          "tool runs once, and another user's press decides nothing",
+          "[integration][channels][telegram][approvals]") {
+  node n;
+  REQUIRE(n.server.port() != 0);
+  n.say("approve me", ann);
+  const auto id = approval_id_in(n.sent_containing("Approval needed"));
+  telegram_sent asked;
+  for (const auto& m : n.fake.sent_to(group)) {
+    if (m.text.find("Approval needed") != std::string::npos) {
+      asked = m;
+    }
+  }
+  // The two answers as buttons under the message, the text still saying how to type them.
+  using button = std::pair<std::string, std::string>;
+  REQUIRE(asked.buttons ==
+          std::vector<button>{{"Approve", "/approve " + id}, {"Deny", "/deny " + id}});
+
+  // Bob's press is refused as his typed answer would be; each press is answered.
+  n.fake.press_button(asked, "/approve " + id, bob);
+  n.sent_containing("No approval " + id + " waits for you here.");
+  CHECK(n.notified() == 0);
+  n.fake.press_button(asked, "/approve " + id, ann);
+  n.sent_containing("Approved: notify runs now.");
+  n.sent_containing("notified");
+  CHECK(n.notified() == 1);
+  CHECK(n.fake.wait_for_calls("answerCallbackQuery", 2, 30s));
+  // A second press of the same button is told the decision stands; nothing runs again.
+  n.fake.press_button(asked, "/approve " + id, ann);
+  n.sent_containing("Approval " + id + " was decided already (approved).");
+  CHECK(n.notified() == 1);
+}

@@ -139,6 +139,51 @@ TEST_CASE("sendMessage bodies carry chat, topic, text and parse mode", "[net][te
   CHECK(plain == R"({"chat_id":5,"text":"hi"})");
 }
 
+TEST_CASE("a press of an inline button decodes as its sender's message with the button's data",
+          "[net][telegram]") {
+  // A callback query on a message troupe sent in a forum topic; and one whose message is
+  // too old for Telegram to include (no chat to answer in): skipped.
+  const auto batch = decode_get_updates(R"({"ok":true,"result":[
+    {"update_id":7001,"callback_query":{"id":"4382bfdwdsb323b2d9","from":{"id":4211,
+     "is_bot":false,"first_name":"Ada"},"message":{"message_id":120,"message_thread_id":5490,
+     "is_topic_message":true,"from":{"id":1,"is_bot":true,"first_name":"troupe"},
+     "chat":{"id":-1001234,"type":"supergroup"},"date":1764680000,"text":"Approval needed"},
+     "chat_instance":"-88","data":"/approve 5d1f"}},
+    {"update_id":7002,"callback_query":{"id":"99","from":{"id":4211,"is_bot":false,
+     "first_name":"Ada"},"chat_instance":"-88","data":"/deny 5d1f"}}
+  ]})");
+  REQUIRE(batch);
+  REQUIRE(batch->messages.size() == 1);
+  CHECK(batch->skipped == 1);
+  CHECK(batch->next_offset == 7003);
+  const auto& press = batch->messages[0];
+  CHECK(press.callback_query_id == "4382bfdwdsb323b2d9");
+  CHECK(press.text == "/approve 5d1f");
+  CHECK(press.from_id == 4211);
+  CHECK(press.chat_id == -1001234);
+  CHECK(press.topic == 5490);
+  CHECK(press.message_id == 120);
+  CHECK(thread_key(press) == "-1001234:5490");
+  // Every press is its own message (two presses share the message with the buttons).
+  CHECK(message_key(press) == "callback:4382bfdwdsb323b2d9");
+}
+
+TEST_CASE("sendMessage carries inline buttons, and answerCallbackQuery its query",
+          "[net][telegram]") {
+  send_message m;
+  m.chat_id = 5;
+  m.text = "Approval needed";
+  m.html = false;
+  m.buttons = {{"Approve", "/approve 5d1f"}, {"Deny", "/deny 5d1f"}};
+  CHECK(encode_send_message(m) ==
+        R"({"chat_id":5,"text":"Approval needed","reply_markup":{"inline_keyboard":[[)"
+        R"({"text":"Approve","callback_data":"/approve 5d1f"},)"
+        R"({"text":"Deny","callback_data":"/deny 5d1f"}]]}})");
+  CHECK(encode_answer_callback_query("42") == R"({"callback_query_id":"42"})");
+  CHECK(encode_answer_callback_query("42", "Done") ==
+        R"({"callback_query_id":"42","text":"Done"})");
+}
+
 TEST_CASE("sendChatAction keeps the General topic that sendMessage omits", "[net][telegram]") {
   CHECK(encode_send_chat_action(5, general_topic) ==
         R"({"chat_id":5,"message_thread_id":1,"action":"typing"})");
@@ -152,9 +197,10 @@ TEST_CASE("editMessageText, setWebhook and getUpdates bodies", "[net][telegram]"
         R"({"url":"https://x.example/hook","secret_token":"s3cr3t_-","max_connections":40,)"
         R"("allowed_updates":["message"],"drop_pending_updates":true})");
   CHECK(encode_get_updates(0, std::chrono::seconds(30)) ==
-        R"({"timeout":30,"limit":100,"allowed_updates":["message"]})");
+        R"({"timeout":30,"limit":100,"allowed_updates":["message","callback_query"]})");
   CHECK(encode_get_updates(861000006, std::chrono::seconds(0), 500) ==
-        R"({"offset":861000006,"timeout":0,"limit":100,"allowed_updates":["message"]})");
+        R"({"offset":861000006,"timeout":0,"limit":100,)"
+        R"("allowed_updates":["message","callback_query"]})");
   CHECK(method_url("https://api.telegram.org/", "123:ABC", "getUpdates") ==
         "https://api.telegram.org/bot123:ABC/getUpdates");
 }

@@ -5,7 +5,8 @@
 // timeout, offset confirmation, 409 while a webhook is set or when a newer poll takes
 // over), sendMessage (HTML parse_mode checked the way Telegram refuses it: 400 "can't
 // parse entities"; empty and over-long texts refused), editMessageText (400 "message is
-// not modified"), deleteMessage, sendChatAction, setWebhook, deleteWebhook, getMe,
+// not modified"), deleteMessage, sendChatAction, answerCallbackQuery, inline buttons
+// (callback_data over 64 bytes refused: BUTTON_DATA_INVALID) and their presses, setWebhook, deleteWebhook, getMe,
 // set/delete/getMyCommands (checked as Telegram checks them); chat_id as an integer or a
 // numeric string, as Telegram takes it; 401 for a wrong token,
 // 404 for an unknown method. Failures on demand per method: 429 with retry_after, 500,
@@ -19,6 +20,7 @@
 #include <optional>
 #include <string>
 #include <string_view>
+#include <utility>
 #include <vector>
 
 #include "support/fake_platform.hpp"
@@ -53,6 +55,8 @@ struct telegram_sent {
   unsigned edits = 0;
   /// deleteMessage removed it.
   bool deleted = false;
+  /// Its inline buttons (`reply_markup.inline_keyboard`) as (text, callback_data).
+  std::vector<std::pair<std::string, std::string>> buttons{};
 };
 
 /// An inbound text message to queue as an update.
@@ -82,6 +86,10 @@ public:
 
   /// Queues a text message; returns its update_id. A waiting getUpdates answers at once.
   std::int64_t push_message(const telegram_incoming& message);
+  /// Queues a press of the inline button with `callback_data` under message `sent` by user
+  /// `from_id` (a `callback_query` update, as Telegram sends it); returns its update_id.
+  std::int64_t press_button(const telegram_sent& sent, std::string_view callback_data,
+                            std::int64_t from_id);
   /// Queues an update given as its JSON fields without update_id (e.g.
   /// `"edited_message":{…}`); returns the update_id it got.
   std::int64_t push_update(std::string fields_json);

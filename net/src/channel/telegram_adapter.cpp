@@ -7,6 +7,7 @@
 
 #include "troupe/runtime/channel/text.hpp"
 #include "troupe/runtime/crypto.hpp"
+#include "troupe/runtime/json_writer.hpp"
 #include "troupe/runtime/log.hpp"
 
 namespace troupe::net::channel {
@@ -50,6 +51,17 @@ send_result to_send_result(const telegram::answer& a, bool transport) {
     return out;
   }
   out.outcome = send_outcome::failed;
+  return out;
+}
+
+/// The callback queries (button presses) of a batch, to answer once they are journaled.
+std::vector<std::string> callback_ids(const telegram::update_batch& batch) {
+  std::vector<std::string> out;
+  for (const auto& m : batch.messages) {
+    if (!m.callback_query_id.empty() && !m.from_is_bot) {
+      out.push_back(m.callback_query_id);
+    }
+  }
   return out;
 }
 
@@ -120,6 +132,16 @@ expected<decoded_request> telegram_adapter::decode(const http_request& request) 
   }
   decoded_request out;
   out.messages = telegram_inbound(*batch);
+  // A button press is answered in the webhook's response (Telegram runs a method given
+  // there), which stops the button's spinner without a call of its own.
+  for (const auto& m : batch->messages) {
+    if (!m.callback_query_id.empty()) {
+      json_writer w;
+      w.begin_object().key("method").value("answerCallbackQuery");
+      w.key("callback_query_id").value(m.callback_query_id).end_object();
+      out.response_body = std::move(w).str();
+    }
+  }
   return out;
 }
 
@@ -160,6 +182,15 @@ asio::awaitable<send_result> telegram_adapter::send(http_client& http, outbound_
   message.chat_id = chat->chat_id;
   message.topic = chat->topic;
   message.text = troupe::channel::markdown_to_telegram_html(part.text);
+  // Buttons only when every answer fits Telegram's 64 bytes of callback data; the text
+  // says how to answer either way.
+  const bool fits = std::all_of(part.choices.begin(), part.choices.end(),
+                                [](const reply_choice& c) { return c.reply.size() <= 64; });
+  if (fits) {
+    for (const auto& c : part.choices) {
+      message.buttons.push_back({c.label, c.reply});
+    }
+  }
   auto sending = call(http, "sendMessage", telegram::encode_send_message(message), deadline);
   auto result = co_await std::move(sending);
   if (result.answer.kind == telegram::answer_kind::migrated && result.answer.migrate_to_chat_id) {
@@ -305,6 +336,7 @@ asio::awaitable<void> telegram_adapter::poll(http_client& http, inbound_sink sin
       continue;
     }
     if (auto messages = telegram_inbound(*batch); !messages.empty()) {
+      const auto presses = callback_ids(*batch);
       auto journaling = sink(std::move(messages));
       if (auto journaled = co_await std::move(journaling); !journaled) {
         // Not confirmed: the same updates come again, and the journal drops what it has.
@@ -316,6 +348,16 @@ asio::awaitable<void> telegram_adapter::poll(http_client& http, inbound_sink sin
           break;
         }
         continue;
+      }
+      // Journaled: the pressed buttons' spinners stop (best effort: a press not answered
+      // only spins until Telegram gives up on it).
+      for (const auto& id : presses) {
+        auto answering = call(http, "answerCallbackQuery",
+                              telegram::encode_answer_callback_query(id), options_.call_grace);
+        if (const auto answered = co_await std::move(answering); !answered.answer.ok()) {
+          log::info("telegram channel {}: answerCallbackQuery failed: {}", options_.channel,
+                    answered.answer.description);
+        }
       }
     }
     // Journaled: the next call's offset confirms the batch to Telegram.

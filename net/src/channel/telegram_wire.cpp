@@ -21,13 +21,53 @@ std::string display_name(dom::object from) {
   return name.empty() ? text_member(from, "username") : name;
 }
 
-/// Adds one Update to `batch`: its message when it is a text message, else a skip.
+void read_sender(dom::object from, inbound_message& m) {
+  m.from_id = int_member(from, "id").value_or(0);
+  m.from_name = display_name(from);
+  m.from_username = text_member(from, "username");
+  m.from_is_bot = bool_member(from, "is_bot").value_or(false);
+}
+
+/// Adds a callback query (a press of an inline button) with `data` as a message of its
+/// sender in the chat of the message that carried the button; else a skip.
+void add_callback_query(std::int64_t update_id, dom::object query, update_batch& batch) {
+  const auto id = string_member(query, "id");
+  const auto data = string_member(query, "data");
+  const auto message = object_member(query, "message");
+  const auto chat = message ? object_member(*message, "chat") : std::nullopt;
+  const auto chat_id = chat ? int_member(*chat, "id") : std::nullopt;
+  const auto from = object_member(query, "from");
+  if (!id || id->empty() || !data || !chat_id || !from) {
+    ++batch.skipped;
+    return;
+  }
+  inbound_message m;
+  m.update_id = update_id;
+  m.callback_query_id = std::string(*id);
+  m.chat_id = *chat_id;
+  m.chat_type = text_member(*chat, "type");
+  m.message_id = int_member(*message, "message_id").value_or(0);
+  m.text = std::string(*data);
+  m.date = int_member(*message, "date").value_or(0);
+  if (bool_member(*message, "is_topic_message").value_or(false)) {
+    m.topic = int_member(*message, "message_thread_id");
+  }
+  read_sender(*from, m);
+  batch.messages.push_back(std::move(m));
+}
+
+/// Adds one Update to `batch`: its message when it is a text message or a button press,
+/// else a skip.
 expected<void> add_update(dom::object update, update_batch& batch, std::string_view what) {
   const auto id = int_member(update, "update_id");
   if (!id) {
     return fail(errc::parse_error, std::string(what) + ": an update has no integer update_id");
   }
   batch.next_offset = std::max(batch.next_offset, *id + 1);
+  if (const auto query = object_member(update, "callback_query")) {
+    add_callback_query(*id, *query, batch);
+    return {};
+  }
   // Only `message` is a new turn: `edited_message` reuses a message_id (an edit).
   const auto message = object_member(update, "message");
   const auto text = message ? string_member(*message, "text") : std::nullopt;
@@ -49,10 +89,7 @@ expected<void> add_update(dom::object update, update_batch& batch, std::string_v
     m.topic = int_member(*message, "message_thread_id");
   }
   if (const auto from = object_member(*message, "from")) {
-    m.from_id = int_member(*from, "id").value_or(0);
-    m.from_name = display_name(*from);
-    m.from_username = text_member(*from, "username");
-    m.from_is_bot = bool_member(*from, "is_bot").value_or(false);
+    read_sender(*from, m);
   }
   batch.messages.push_back(std::move(m));
   return {};
@@ -131,7 +168,15 @@ std::string thread_key(std::int64_t chat_id, std::optional<std::int64_t> topic) 
 }
 
 std::string message_key(const inbound_message& m) {
+  if (!m.callback_query_id.empty()) {
+    return "callback:" + m.callback_query_id;
+  }
   return std::to_string(m.chat_id) + ':' + std::to_string(m.message_id);
+}
+
+const std::vector<std::string>& channel_updates() {
+  static const std::vector<std::string> kinds{"message", "callback_query"};
+  return kinds;
 }
 
 std::string method_url(std::string_view api_base, std::string_view token, std::string_view method) {
@@ -157,6 +202,24 @@ std::string encode_send_message(const send_message& m) {
   }
   if (m.disable_link_preview) {
     w.key("link_preview_options").begin_object().key("is_disabled").value(true).end_object();
+  }
+  if (!m.buttons.empty()) {
+    w.key("reply_markup").begin_object().key("inline_keyboard").begin_array().begin_array();
+    for (const auto& b : m.buttons) {
+      w.begin_object().key("text").value(b.text).key("callback_data").value(b.callback_data);
+      w.end_object();
+    }
+    w.end_array().end_array().end_object();
+  }
+  return std::move(w.end_object()).str();
+}
+
+std::string encode_answer_callback_query(std::string_view callback_query_id,
+                                         std::string_view text) {
+  json_writer w;
+  w.begin_object().key("callback_query_id").value(callback_query_id);
+  if (!text.empty()) {
+    w.key("text").value(text);
   }
   return std::move(w.end_object()).str();
 }

@@ -69,6 +69,14 @@ struct handshake_answer {
   std::string content_type = "text/plain; charset=utf-8";
 };
 
+/// An answer the reader can give with one tap, where the platform offers buttons
+/// (Telegram's inline keyboard): a press comes back as a message of the reader with `reply`
+/// as its text. Platforms without buttons ignore it: the text says how to answer.
+struct reply_choice {
+  std::string label;
+  std::string reply;
+};
+
 /// One part of a reply, as the outbox hands it to the adapter.
 struct outbound_part {
   /// The `reply_to` of the message that started the thread.
@@ -79,6 +87,9 @@ struct outbound_part {
   std::string run_id;
   std::int64_t part = 0;
   std::string text;
+  /// Buttons under the part, where the platform has them (an approval's /approve ID and
+  /// /deny ID).
+  std::vector<reply_choice> choices{};
 };
 
 /// How a send ended.

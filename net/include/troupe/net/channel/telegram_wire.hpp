@@ -25,7 +25,9 @@ namespace troupe::net::telegram {
 /// `message_thread_id: 1`), sendChatAction keeps it.
 inline constexpr std::int64_t general_topic = 1;
 
-/// One inbound text message (a `message` update with `text`).
+/// One inbound text message (a `message` update with `text`), or a press of an inline
+/// button troupe sent (a `callback_query` update with `data`: `text` is the button's
+/// callback data, `message_id` the bot's message that carried the button).
 struct inbound_message {
   std::int64_t update_id = 0;
   std::int64_t chat_id = 0;
@@ -42,6 +44,9 @@ struct inbound_message {
   std::string text;
   /// Unix seconds.
   std::int64_t date = 0;
+  /// A button press: the callback query's id (answered with answerCallbackQuery); empty
+  /// for a typed message.
+  std::string callback_query_id{};
 
   friend bool operator==(const inbound_message&, const inbound_message&) = default;
 };
@@ -54,7 +59,7 @@ struct update_batch {
   /// plus one; 0 when the answer held no update.
   std::int64_t next_offset = 0;
   /// Updates seen and not handled: edited messages, messages without text, callback
-  /// queries and other kinds.
+  /// queries without data and other kinds.
   std::size_t skipped = 0;
 };
 
@@ -74,11 +79,19 @@ inline std::string thread_key(const inbound_message& m) {
 
 /// "<chat_id>:<message_id>": one user message, whatever update carries it (Telegram's
 /// update ids start again at random after a week without updates, so the update_id alone
-/// does not identify a redelivered message).
+/// does not identify a redelivered message); "callback:<id>" for a button press (many
+/// presses share the message that carried the buttons).
 std::string message_key(const inbound_message& m);
 
 /// `{api_base}/bot{token}/{method}`; a trailing slash of `api_base` is not doubled.
 std::string method_url(std::string_view api_base, std::string_view token, std::string_view method);
+
+/// A button under a message (`inline_keyboard`); pressing it sends `callback_data` (at most
+/// 64 bytes) back as a callback query.
+struct inline_button {
+  std::string text;
+  std::string callback_data;
+};
 
 /// A sendMessage call.
 struct send_message {
@@ -90,9 +103,17 @@ struct send_message {
   /// Answer to this message (`reply_parameters.message_id`, allowed to be gone).
   std::optional<std::int64_t> reply_to;
   bool disable_link_preview = false;
+  /// One row of inline buttons (`reply_markup.inline_keyboard`); none: no markup.
+  std::vector<inline_button> buttons{};
 };
 
 std::string encode_send_message(const send_message& m);
+/// answerCallbackQuery: stops the pressed button's spinner, with `text` as a short notice
+/// when not empty.
+std::string encode_answer_callback_query(std::string_view callback_query_id,
+                                         std::string_view text = {});
+/// The updates a channel asks for: typed messages and button presses.
+const std::vector<std::string>& channel_updates();
 /// sendChatAction (`action` "typing" by default); the General topic is kept.
 std::string encode_send_chat_action(std::int64_t chat_id, std::optional<std::int64_t> topic,
                                     std::string_view action = "typing");
@@ -107,7 +128,7 @@ struct webhook_settings {
   std::string secret_token;
   /// 1 to 100 (Telegram's default 40); 0 leaves it out.
   unsigned max_connections = 0;
-  std::vector<std::string> allowed_updates{"message"};
+  std::vector<std::string> allowed_updates{"message", "callback_query"};
   bool drop_pending_updates = false;
 };
 
@@ -116,7 +137,7 @@ std::string encode_set_webhook(const webhook_settings& s);
 /// A getUpdates call: long polling for `timeout` seconds from `offset`.
 std::string encode_get_updates(std::int64_t offset, std::chrono::seconds timeout,
                                unsigned limit = 100,
-                               const std::vector<std::string>& allowed_updates = {"message"});
+                               const std::vector<std::string>& allowed_updates = channel_updates());
 
 /// What an answer of the Bot API means for the call that got it.
 enum class answer_kind {
