@@ -123,6 +123,52 @@ TEST_CASE("the telegram adapter decodes text messages from people only",
   CHECK(bad.error().code == errc::invalid_argument);
 }
 
+TEST_CASE("the telegram adapter takes a button press as its sender's message and answers the "
+          "query in the webhook's response",
+          "[net][channels][telegram]") {
+  const auto adapter = std::make_shared<telegram_adapter>(webhook_options());
+  auto decoded = adapter->decode(inbound(
+      "", R"({"update_id":20,"callback_query":{"id":"cbq-7","from":{"id":42,"is_bot":false,)"
+          R"("first_name":"Ann"},"message":{"message_id":120,"date":1,)"
+          R"("chat":{"id":-1007,"type":"supergroup"},"text":"Approval needed"},)"
+          R"("chat_instance":"1","data":"/approve 5d1f"}})"));
+  REQUIRE(decoded);
+  REQUIRE(decoded->messages.size() == 1);
+  const auto& m = decoded->messages[0];
+  CHECK(m.message_id == "callback:cbq-7");
+  CHECK(m.delivery_id == "update:20");
+  CHECK(m.thread == "-1007");
+  CHECK(m.sender == "42");
+  CHECK(m.text == "/approve 5d1f");
+  // Telegram runs the method the webhook's answer names: the button stops spinning.
+  CHECK(decoded->response_body ==
+        R"({"method":"answerCallbackQuery","callback_query_id":"cbq-7"})");
+}
+
+TEST_CASE("the telegram adapter sends a part's choices as inline buttons when their data fits",
+          "[net][channels][telegram]") {
+  fake_telegram fake;
+  auto o = webhook_options(fake.token());
+  o.api_base = fake.api_base();
+  const auto adapter = std::make_shared<telegram_adapter>(o);
+  asio::io_context io;
+  http_client http(io.get_executor());
+  auto p = part_of("1001", "Approval needed");
+  p.choices = {{"Approve", "/approve 5d1f"}, {"Deny", "/deny 5d1f"}};
+  auto sent = run_until_done(io, adapter->send(http, p, 5s));
+  CHECK(sent.outcome == send_outcome::sent);
+  using button = std::pair<std::string, std::string>;
+  REQUIRE(fake.sent().size() == 1);
+  CHECK(fake.sent()[0].buttons ==
+        std::vector<button>{{"Approve", "/approve 5d1f"}, {"Deny", "/deny 5d1f"}});
+  // Callback data over Telegram's 64 bytes: the text alone (it says how to answer).
+  p.choices = {{"Approve", "/approve " + std::string(60, 'x')}};
+  auto plain = run_until_done(io, adapter->send(http, p, 5s));
+  CHECK(plain.outcome == send_outcome::sent);
+  REQUIRE(fake.sent().size() == 2);
+  CHECK(fake.sent()[1].buttons.empty());
+}
+
 TEST_CASE("telegram reply_to holds the chat and the topic", "[net][channels][telegram]") {
   CHECK(parse_telegram_reply_to("1001")->chat_id == 1001);
   CHECK_FALSE(parse_telegram_reply_to("1001")->topic);

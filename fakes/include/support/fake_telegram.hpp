@@ -6,12 +6,12 @@
 // over), sendMessage (HTML parse_mode checked the way Telegram refuses it: 400 "can't
 // parse entities"; empty and over-long texts refused), editMessageText (400 "message is
 // not modified"), deleteMessage, sendChatAction, answerCallbackQuery, inline buttons
-// (callback_data over 64 bytes refused: BUTTON_DATA_INVALID) and their presses, setWebhook, deleteWebhook, getMe,
-// set/delete/getMyCommands (checked as Telegram checks them); chat_id as an integer or a
-// numeric string, as Telegram takes it; 401 for a wrong token,
-// 404 for an unknown method. Failures on demand per method: 429 with retry_after, 500,
-// 400 can't parse entities, 403 blocked. Every call is recorded. With a webhook set,
-// `deliver_webhook` POSTs an update to it with the secret header, as Telegram does.
+// (callback_data over 64 bytes refused: BUTTON_DATA_INVALID) and their presses, setWebhook,
+// deleteWebhook, getMe, set/delete/getMyCommands (checked as Telegram checks them); chat_id as an
+// integer or a numeric string, as Telegram takes it; 401 for a wrong token, 404 for an unknown
+// method. Failures on demand per method: 429 with retry_after, 500, 400 can't parse entities, 403
+// blocked. Every call is recorded. With a webhook set, `deliver_webhook` POSTs an update to it with
+// the secret header, as Telegram does.
 
 #include <chrono>
 #include <cstdint>
