@@ -26,7 +26,8 @@ export async function render(main) {
       const wanted = new Set(pending.data.map((a) => a.id));
       for (const [id, el] of shown) if (!wanted.has(id) && !el.dataset.busy) el.remove();
       for (const a of pending.data) if (!shown.has(a.id)) list.append(card(a, runs, load, abort.signal));
-      list.querySelector(".note")?.remove();
+      // A notice of an earlier failed refresh, or of an empty inbox, is stale now.
+      for (const stale of list.querySelectorAll(":scope > .note, :scope > .alert")) stale.remove();
       if (!list.querySelector("[data-approval]")) list.append(h("p", { class: "note" }, "Nothing waits for approval."));
     } catch (e) {
       if (e.name === "AbortError") return;
