@@ -62,16 +62,6 @@ std::vector<tool_call> calls_of(std::string_view json) {
   return out;
 }
 
-harness::tool_status status_of(std::string_view text) {
-  for (auto s : {harness::tool_status::success, harness::tool_status::error,
-                 harness::tool_status::skipped, harness::tool_status::blocked}) {
-    if (harness::to_string(s) == text) {
-      return s;
-    }
-  }
-  return harness::tool_status::error;
-}
-
 /// The run's messages after its objective, and the objective itself.
 expected<void> read_messages(storage::connection& c, paused_run& p) {
   auto messages = storage::list_messages(c, p.run.conversation_id);
@@ -136,7 +126,7 @@ expected<void> read_earlier_events(storage::connection& c, paused_run& p) {
     }
     harness::tool_event e;
     e.tool = s.name;
-    e.status = status_of(s.status);
+    e.status = harness::tool_status_from(s.status);
     e.output_summary = s.output_json;
     if (e.failed()) {
       e.error = s.output_json;

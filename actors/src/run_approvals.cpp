@@ -112,16 +112,6 @@ std::string round_json(const run_state& st) {
   return std::move(w).str();
 }
 
-harness::tool_status parse_status(std::string_view text) {
-  for (auto s : {harness::tool_status::success, harness::tool_status::error,
-                 harness::tool_status::skipped, harness::tool_status::blocked}) {
-    if (harness::to_string(s) == text) {
-      return s;
-    }
-  }
-  return harness::tool_status::error;
-}
-
 /// Notes the start or the end of a wait for a human; a deadline that came meanwhile is
 /// looked at again once the wait ends.
 void note_wait(run_self self) {
@@ -422,7 +412,8 @@ void resume_round(run_self self) {
         }
       }
       settle(slot, std::move(r),
-             parse_status(c.text("status").value_or(std::nullopt).value_or(std::string())));
+             harness::tool_status_from(
+                 c.text("status").value_or(std::nullopt).value_or(std::string())));
     } else if (state == "running") {
       slot.launched = true;
       settle(slot,

@@ -22,14 +22,19 @@ namespace troupe::api {
 
 namespace {
 
-void write_conversation(json_writer& w, const storage::conversation_record& c) {
-  w.begin_object();
+/// A conversation's fields, into the object `w` has open.
+void write_conversation_fields(json_writer& w, const storage::conversation_record& c) {
   w.key("id").value(c.uuid);
   w.key("agent_id").value(c.agent_id);
   w.key("title").value(c.title);
   w.key("archived").value(c.archived);
   w.key("created_at").value(c.created_at);
   w.key("updated_at").value(c.updated_at);
+}
+
+void write_conversation(json_writer& w, const storage::conversation_record& c) {
+  w.begin_object();
+  write_conversation_fields(w, c);
   w.end_object();
 }
 
@@ -132,12 +137,7 @@ asio::awaitable<http_response> search_conversations(state_ptr state, api_caller 
       continue; // deleted since the search
     }
     w.begin_object();
-    w.key("id").value(c->uuid);
-    w.key("agent_id").value(c->agent_id);
-    w.key("title").value(c->title);
-    w.key("archived").value(c->archived);
-    w.key("created_at").value(c->created_at);
-    w.key("updated_at").value(c->updated_at);
+    write_conversation_fields(w, *c);
     w.key("match").begin_object().key("message_id").value(h.message_id);
     w.key("role").value(h.role).key("snippet").value(h.snippet);
     w.key("created_at").value(h.created_at).end_object();

@@ -90,3 +90,13 @@ TEST_CASE("the ledger counts execution evidence apart from bookkeeping",
   CHECK_THAT(json, Catch::Contains(R"("kind":"rate_limited","terminal":false)"));
   CHECK_THAT(json, Catch::Contains(R"("artifact_count":1)"));
 }
+
+TEST_CASE("a tool status reads back from its name, and an unknown name reads as an error",
+          "[runtime][harness]") {
+  for (auto s :
+       {tool_status::success, tool_status::error, tool_status::skipped, tool_status::blocked}) {
+    CHECK(tool_status_from(to_string(s)) == s);
+  }
+  CHECK(tool_status_from("") == tool_status::error);
+  CHECK(tool_status_from("Success") == tool_status::error);
+}

@@ -45,6 +45,16 @@ std::string_view to_string(tool_status s) noexcept {
   return "error";
 }
 
+tool_status tool_status_from(std::string_view text) noexcept {
+  for (auto s :
+       {tool_status::success, tool_status::error, tool_status::skipped, tool_status::blocked}) {
+    if (to_string(s) == text) {
+      return s;
+    }
+  }
+  return tool_status::error;
+}
+
 void evidence_ledger::record_tool(tool_event event) {
   event.arguments_summary = summarize(event.arguments_summary, argument_summary_limit);
   event.output_summary = summarize(event.output_summary, output_summary_limit);

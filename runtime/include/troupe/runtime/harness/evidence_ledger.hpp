@@ -43,6 +43,9 @@ enum class tool_status {
 };
 
 std::string_view to_string(tool_status s) noexcept;
+/// The status `to_string` names `text`; `error` for any other text (a stored status that is
+/// not one is read as a failure, never as a success).
+tool_status tool_status_from(std::string_view text) noexcept;
 
 /// One tool call as evidence.
 struct tool_event {
