@@ -12,6 +12,7 @@
 #include "troupe/actors/node.hpp"
 #include "troupe/api/routes.hpp"
 #include "troupe/runtime/log.hpp"
+#include "troupe/runtime/malloc_arenas.hpp"
 #include "troupe/runtime/settings.hpp"
 
 namespace troupe::app {
@@ -24,6 +25,20 @@ struct serve_options {
   bool print_config = false;
 };
 
+void log_arena_limit(const arena_limit& limit) {
+  switch (limit.source) {
+    case arena_limit_source::setting:
+      log::info("malloc arenas: at most {} (actors.malloc_arenas)", limit.arenas);
+      break;
+    case arena_limit_source::environment:
+      log::info("malloc arenas: at most {} (MALLOC_ARENA_MAX)", limit.arenas);
+      break;
+    case arena_limit_source::unsupported:
+      log::info("malloc arenas: not limited (not glibc)");
+      break;
+  }
+}
+
 int serve(const serve_options& options) {
   auto resolved = resolve_settings(command_line_sources(options.config_file, options.flags));
   if (!resolved) {
@@ -35,6 +50,11 @@ int serve(const serve_options& options) {
     return 0;
   }
   log::configure(resolved->log_level, resolved->log_format);
+  // Before the node's threads start, so that every one of them is bound to a limited arena.
+  const auto& a = resolved->actors;
+  const auto arenas = limit_malloc_arenas(
+      a.malloc_arenas, a.scheduler_policy == "shards" ? a.shards : a.scheduler_threads);
+  log_arena_limit(arenas);
   actors::node node(std::move(*resolved), api::frontend());
   return node.run();
 }

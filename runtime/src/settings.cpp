@@ -275,6 +275,10 @@ const std::vector<setting_spec>& specs() {
     t.push_back(millis_spec(
         "actors.lag_warn_ms", "a shard's thread held this long by one thing is logged",
         [](settings& s) -> std::chrono::milliseconds& { return s.actors.lag_warn; }, 1, 3'600'000));
+    t.push_back(integer_spec<unsigned>(
+        "actors.malloc_arenas",
+        "glibc malloc arenas for the process (0: two per shard); MALLOC_ARENA_MAX wins",
+        [](settings& s) -> unsigned& { return s.actors.malloc_arenas; }, 0u, 1024u));
     t.push_back(millis_spec(
         "actors.conversation_idle_ms", "idle time after which a conversation leaves memory",
         [](settings& s) -> std::chrono::milliseconds& { return s.actors.conversation_idle; }, 1'000,

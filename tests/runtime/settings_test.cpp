@@ -139,10 +139,12 @@ TEST_CASE("the scheduler defaults to shards, one per core, and sharing stays sel
   CHECK(s.actors.scheduler_policy == "sharing");
   REQUIRE(apply_setting(s, "actors.shards", "3"));
   REQUIRE(apply_setting(s, "actors.lag_warn_ms", "20"));
+  REQUIRE(apply_setting(s, "actors.malloc_arenas", "6"));
   auto again = apply_toml({}, to_toml(s), "printed");
   REQUIRE(again);
   CHECK(again->actors.shards == 3);
   CHECK(again->actors.lag_warn.count() == 20);
+  CHECK(again->actors.malloc_arenas == 6);
   CHECK_FALSE(apply_setting(s, "actors.scheduler_policy", "shard"));
   CHECK_FALSE(apply_setting(s, "actors.shards", "-1"));
 }

@@ -72,6 +72,10 @@ struct actor_settings {
   /// With policy "shards": a shard's thread held this long by one actor or handler is
   /// logged as a warning naming it.
   std::chrono::milliseconds lag_warn{50};
+  /// glibc malloc arenas the process may use (runtime/malloc_arenas.hpp); 0: two per
+  /// shard (per scheduler thread with the other policies). MALLOC_ARENA_MAX, when set,
+  /// wins.
+  unsigned malloc_arenas = 0;
   /// A conversation without activity for this long leaves memory (its state is in
   /// SQLite; the next message brings it back).
   std::chrono::milliseconds conversation_idle{600'000};
