@@ -26,7 +26,12 @@ function parseHash() {
   return { name, params: parts.slice(1) };
 }
 
+// Each route() takes a number; one that a later route() overtook while its page's module
+// loaded renders nothing (two renders of one page would both follow its streams).
+let routing = 0;
+
 async function route() {
+  const mine = ++routing;
   if (!session.token) {
     return showSignIn();
   }
@@ -47,10 +52,15 @@ async function route() {
   document.title = `${pages[name].label} · troupe`;
   main.dataset.page = name;
   const module = await pages[name].load();
-  // The hash may have changed while the module loaded.
-  if (parseHash().name !== name) return;
+  // The hash may have changed, or another route() started, while the module loaded.
+  if (mine !== routing || parseHash().name !== name) return;
   fill(main);
-  cleanup = (await module.render(main, params)) ?? null;
+  const done = (await module.render(main, params)) ?? null;
+  if (mine !== routing) {
+    done?.(); // overtaken while it rendered: the newer page is (or will be) the one shown
+    return;
+  }
+  cleanup = done;
 }
 
 function buildShell() {
@@ -89,6 +99,7 @@ function skipToMain(e) {
 }
 
 async function showSignIn(message) {
+  ++routing; // a route() under way renders nothing now
   if (cleanup) {
     try {
       cleanup();

@@ -155,6 +155,9 @@ async function showRun(detail, runId, signal) {
     );
     live = false;
     clearInterval(ticker);
+    // Left (another page or run took its place): followRun returns, but the run did not
+    // end, so this view must not say it did.
+    if (signal.aborted) return;
     await loadSteps();
     drawNow();
     detail.dataset.complete = "true";
