@@ -52,6 +52,11 @@ void node::impl::use_shards() {
         "How late each shard's loop-lag probe timer fired: how long its thread was kept "
         "from its queue",
         {{"shard", std::to_string(k)}}));
+    shard_reads.push_back(&metrics.counter(
+        "troupe_shard_sqlite_reads_total",
+        "SQLite reads made on a shard's thread, where a slow one holds every actor of the shard "
+        "(the routes that read much read on the blocking pool instead)",
+        {{"shard", std::to_string(k)}}));
   }
   shard_options options;
   options.shards = count;

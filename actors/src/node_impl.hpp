@@ -96,6 +96,8 @@ struct node::impl {
   // loop-lag series per shard.
   shard_set* shards = nullptr;
   std::vector<metric_histogram*> lag_histograms;
+  // Policy "shards": SQLite reads made on each shard's thread (`db_reads`' acquire hook).
+  std::vector<metric_counter*> shard_reads;
   // Policy "sharing"/"stealing": the io_context the io threads run.
   asio::io_context io;
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;

@@ -147,6 +147,13 @@ expected<void> node::impl::open_storage() {
   }
   checkpointer = std::move(*checkpoints);
   db_reads = std::move(*reads);
+  if (!shard_reads.empty()) {
+    db_reads->on_acquire([counters = shard_reads] {
+      if (const auto k = shard_set::current(); k && *k < counters.size()) {
+        counters[*k]->add();
+      }
+    });
+  }
   return {};
 }
 

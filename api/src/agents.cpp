@@ -104,12 +104,14 @@ asio::awaitable<http_response> list_agents(state_ptr state, request_context& ctx
   if (auto bad = read_page(ctx.request(), p)) {
     co_return *bad;
   }
-  auto rows = read(state, [&](auto& c) { return storage::list_agents(c, p); });
-  auto total = read(state, [&](auto& c) { return storage::count_agents(c); });
-  if (!rows || !total) {
-    co_return error_response(!rows ? rows.error() : total.error());
+  auto listing = read_page_off_shard(
+      state, [&](auto& c) { return storage::list_agents(c, p); },
+      [&](auto& c) { return storage::count_agents(c); });
+  auto listed = co_await std::move(listing);
+  if (!listed) {
+    co_return error_response(listed.error());
   }
-  co_return page_answer(*rows, total->count, p, write_agent);
+  co_return page_answer(listed->rows, listed->total, p, write_agent);
 }
 
 asio::awaitable<http_response> get_agent(state_ptr state, request_context& ctx) {

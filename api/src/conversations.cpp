@@ -113,7 +113,8 @@ asio::awaitable<http_response> search_conversations(state_ptr state, api_caller 
     auto searching = state->memory->search_messages(q);
     hits = co_await std::move(searching);
   } else {
-    hits = read(state, [&](auto& c) { return storage::search_messages(c, q); });
+    auto searching = read_off_shard(state, [&](auto& c) { return storage::search_messages(c, q); });
+    hits = co_await std::move(searching);
   }
   if (!hits) {
     co_return error_response(hits.error());
@@ -126,21 +127,31 @@ asio::awaitable<http_response> search_conversations(state_ptr state, api_caller 
     }
   }
   const auto total = static_cast<std::int64_t>(best.size());
+  // The page's conversations, read together off the shard; one deleted since the search
+  // is left out.
+  using found = std::pair<const storage::search_hit*, storage::conversation_record>;
+  auto finding = read_off_shard(state, [&](auto& conn) -> expected<std::vector<found>> {
+    std::vector<found> rows;
+    for (auto i = static_cast<std::size_t>(std::min(p.offset, total));
+         i < best.size() && static_cast<std::int64_t>(i) < p.offset + p.limit; ++i) {
+      if (auto c = storage::find_conversation(conn, best[i]->conversation_id)) {
+        rows.emplace_back(best[i], std::move(*c));
+      }
+    }
+    return rows;
+  });
+  auto page = co_await std::move(finding);
+  if (!page) {
+    co_return error_response(page.error());
+  }
   json_writer w;
   w.begin_object().key("data").begin_array();
-  for (auto i = static_cast<std::size_t>(std::min(p.offset, total));
-       i < best.size() && static_cast<std::int64_t>(i) < p.offset + p.limit; ++i) {
-    const auto& h = *best[i];
-    auto c = read(state,
-                  [&](auto& conn) { return storage::find_conversation(conn, h.conversation_id); });
-    if (!c) {
-      continue; // deleted since the search
-    }
+  for (const auto& [h, c] : *page) {
     w.begin_object();
-    write_conversation_fields(w, *c);
-    w.key("match").begin_object().key("message_id").value(h.message_id);
-    w.key("role").value(h.role).key("snippet").value(h.snippet);
-    w.key("created_at").value(h.created_at).end_object();
+    write_conversation_fields(w, c);
+    w.key("match").begin_object().key("message_id").value(h->message_id);
+    w.key("role").value(h->role).key("snippet").value(h->snippet);
+    w.key("created_at").value(h->created_at).end_object();
     w.end_object();
   }
   w.end_array().key("total").value(total).key("limit").value(p.limit);
@@ -162,14 +173,14 @@ asio::awaitable<http_response> list_conversations(state_ptr state, request_conte
     auto answer = co_await std::move(searching);
     co_return answer;
   }
-  auto rows =
-      read(state, [&](auto& c) { return storage::list_conversations_page(c, caller.user_id, p); });
-  auto total =
-      read(state, [&](auto& c) { return storage::count_conversations(c, caller.user_id); });
-  if (!rows || !total) {
-    co_return error_response(!rows ? rows.error() : total.error());
+  auto listing = read_page_off_shard(
+      state, [&](auto& c) { return storage::list_conversations_page(c, caller.user_id, p); },
+      [&](auto& c) { return storage::count_conversations(c, caller.user_id); });
+  auto listed = co_await std::move(listing);
+  if (!listed) {
+    co_return error_response(listed.error());
   }
-  co_return page_answer(*rows, total->count, p, write_conversation);
+  co_return page_answer(listed->rows, listed->total, p, write_conversation);
 }
 
 asio::awaitable<http_response> get_conversation(state_ptr state, request_context& ctx,
@@ -191,35 +202,45 @@ asio::awaitable<http_response> conversation_messages(state_ptr state, request_co
   if (auto bad = read_page(ctx.request(), p)) {
     co_return *bad;
   }
-  auto window = read(state, [&](auto& c) { return storage::list_messages_page(c, conv->id, p); });
-  auto total = read(state, [&](auto& c) { return storage::count_messages(c, conv->id); });
-  if (!window || !total) {
-    co_return error_response(!window ? window.error() : total.error());
-  }
   // `?steps=true`: each run's steps on its final answer.
   const bool with_steps = ctx.request().query_param("steps") == "true";
   std::map<storage::row_id, run_view> runs;
-  for (const auto& m : *window) {
-    if (!m.run_id) {
-      continue;
+  // The page, its total and each of its runs, read together off the shard.
+  using page_rows = counted_rows<storage::message_record>;
+  auto reading = read_off_shard(state, [&](auto& c) -> expected<page_rows> {
+    auto rows = storage::list_messages_page(c, conv->id, p);
+    if (!rows) {
+      return tl::unexpected(rows.error());
     }
-    auto [it, added] = runs.try_emplace(*m.run_id);
-    if (!added) {
-      continue;
+    auto total = storage::count_messages(c, conv->id);
+    if (!total) {
+      return tl::unexpected(total.error());
     }
-    auto run = read(state, [&](auto& c) { return storage::find_run(c, *m.run_id); });
-    it->second.uuid = run ? run->uuid : std::string();
-    if (with_steps) {
-      // The final answer may be past this page; then no message here carries the steps.
-      auto final_id = read(state, [&](auto& c) { return storage::final_answer_id(c, *m.run_id); });
-      it->second.final_message = final_id.value_or(0);
-      auto steps = read(state, [&](auto& c) { return storage::list_steps(c, *m.run_id); });
-      if (steps) {
-        it->second.steps = std::move(*steps);
+    for (const auto& m : *rows) {
+      if (!m.run_id) {
+        continue;
+      }
+      auto [it, added] = runs.try_emplace(*m.run_id);
+      if (!added) {
+        continue;
+      }
+      auto run = storage::find_run(c, *m.run_id);
+      it->second.uuid = run ? run->uuid : std::string();
+      if (with_steps) {
+        // The final answer may be past this page; then no message here carries the steps.
+        it->second.final_message = storage::final_answer_id(c, *m.run_id).value_or(0);
+        if (auto steps = storage::list_steps(c, *m.run_id)) {
+          it->second.steps = std::move(*steps);
+        }
       }
     }
+    return page_rows{std::move(*rows), total->count};
+  });
+  auto window = co_await std::move(reading);
+  if (!window) {
+    co_return error_response(window.error());
   }
-  co_return page_answer(*window, total->count, p,
+  co_return page_answer(window->rows, window->total, p,
                         [&](json_writer& w, const storage::message_record& m) {
                           write_message(w, m, &runs, with_steps);
                         });

@@ -373,14 +373,16 @@ asio::awaitable<http_response> list_files(state_ptr state, request_context& ctx,
     co_return answer;
   }
   // Newest first.
-  auto rows = read(state, [&](auto& c) { return storage::list_files_page(c, caller.user_id, p); });
-  auto total = read(state, [&](auto& c) { return storage::count_files(c, caller.user_id); });
-  if (!rows || !total) {
-    co_return error_response(!rows ? rows.error() : total.error());
+  auto listing = read_page_off_shard(
+      state, [&](auto& c) { return storage::list_files_page(c, caller.user_id, p); },
+      [&](auto& c) { return storage::count_files(c, caller.user_id); });
+  auto listed = co_await std::move(listing);
+  if (!listed) {
+    co_return error_response(listed.error());
   }
-  co_return page_answer(*rows, total->count, p, [&](json_writer& w, const storage::file_record& f) {
-    write_file(w, f, *state);
-  });
+  co_return page_answer(
+      listed->rows, listed->total, p,
+      [&](json_writer& w, const storage::file_record& f) { write_file(w, f, *state); });
 }
 
 asio::awaitable<http_response> owner_content(state_ptr state, request_context& ctx,

@@ -4,6 +4,7 @@
 // (memory_facade), reads through the read pool.
 
 #include <cmath>
+#include <map>
 #include <optional>
 
 #include <fmt/format.h>
@@ -232,15 +233,32 @@ asio::awaitable<http_response> list_memories(state_ptr state, request_context& c
       co_return not_found("agent");
     }
   }
-  auto rows = read(state, [&](auto& c) { return storage::list_memories(c, f, p); });
-  auto total = read(state, [&](auto& c) { return storage::count_memories(c, f); });
-  if (!rows || !total) {
-    co_return error_response(!rows ? rows.error() : total.error());
+  // The page, its total and the public ids of the items that replaced its superseded
+  // ones, read together off the shard.
+  std::map<storage::row_id, std::string> successors;
+  auto listing = read_page_off_shard(
+      state,
+      [&](auto& c) {
+        auto rows = storage::list_memories(c, f, p);
+        if (rows) {
+          for (const auto& m : *rows) {
+            if (m.superseded_by && !successors.contains(*m.superseded_by)) {
+              auto next = storage::find_memory(c, *m.superseded_by);
+              successors[*m.superseded_by] = next ? next->uuid : std::string();
+            }
+          }
+        }
+        return rows;
+      },
+      [&](auto& c) { return storage::count_memories(c, f); });
+  auto listed = co_await std::move(listing);
+  if (!listed) {
+    co_return error_response(listed.error());
   }
-  co_return page_answer(*rows, total->count, p,
-                        [&](json_writer& w, const storage::memory_item_record& m) {
-                          write_memory(w, m, uuid_of(state, m.superseded_by));
-                        });
+  co_return page_answer(
+      listed->rows, listed->total, p, [&](json_writer& w, const storage::memory_item_record& m) {
+        write_memory(w, m, m.superseded_by ? successors[*m.superseded_by] : std::string());
+      });
 }
 
 /// Reads a memory's fields from `body` into `p` (problems are kept in `body`); an import
@@ -511,12 +529,14 @@ asio::awaitable<http_response> memory_revisions(state_ptr state, request_context
   if (auto wrong = read_page(ctx.request(), p)) {
     co_return *wrong;
   }
-  auto rows = read(state, [&](auto& c) { return storage::list_memory_revisions(c, item->id, p); });
-  auto total = read(state, [&](auto& c) { return storage::count_memory_revisions(c, item->id); });
-  if (!rows || !total) {
-    co_return error_response(!rows ? rows.error() : total.error());
+  auto listing = read_page_off_shard(
+      state, [&](auto& c) { return storage::list_memory_revisions(c, item->id, p); },
+      [&](auto& c) { return storage::count_memory_revisions(c, item->id); });
+  auto listed = co_await std::move(listing);
+  if (!listed) {
+    co_return error_response(listed.error());
   }
-  co_return page_answer(*rows, total->count, p,
+  co_return page_answer(listed->rows, listed->total, p,
                         [](json_writer& w, const storage::memory_revision_record& r) {
                           w.begin_object();
                           w.key("id").value(r.id);
@@ -540,13 +560,16 @@ asio::awaitable<http_response> memory_evidence(state_ptr state, request_context&
   if (auto wrong = read_page(ctx.request(), p)) {
     co_return *wrong;
   }
-  auto rows = read(state, [&](auto& c) { return storage::list_memory_evidence(c, item->id, p); });
-  auto total = read(state, [&](auto& c) { return storage::count_memory_evidence(c, item->id); });
-  if (!rows || !total) {
-    co_return error_response(!rows ? rows.error() : total.error());
+  auto listing = read_page_off_shard(
+      state, [&](auto& c) { return storage::list_memory_evidence(c, item->id, p); },
+      [&](auto& c) { return storage::count_memory_evidence(c, item->id); });
+  auto listed = co_await std::move(listing);
+  if (!listed) {
+    co_return error_response(listed.error());
   }
   co_return page_answer(
-      *rows, total->count, p, [&](json_writer& w, const storage::memory_evidence_record& e) {
+      listed->rows, listed->total, p,
+      [&](json_writer& w, const storage::memory_evidence_record& e) {
         w.begin_object();
         w.key("id").value(e.id);
         w.key("relation").value(e.relation);

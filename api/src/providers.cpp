@@ -80,12 +80,14 @@ asio::awaitable<http_response> list_providers(state_ptr state, request_context& 
   if (auto bad = read_page(ctx.request(), p)) {
     co_return *bad;
   }
-  auto rows = read(state, [&](auto& c) { return storage::list_providers(c, p); });
-  auto total = read(state, [&](auto& c) { return storage::count_providers(c); });
-  if (!rows || !total) {
-    co_return error_response(!rows ? rows.error() : total.error());
+  auto listing = read_page_off_shard(
+      state, [&](auto& c) { return storage::list_providers(c, p); },
+      [&](auto& c) { return storage::count_providers(c); });
+  auto listed = co_await std::move(listing);
+  if (!listed) {
+    co_return error_response(listed.error());
   }
-  co_return page_answer(*rows, total->count, p, write_provider);
+  co_return page_answer(listed->rows, listed->total, p, write_provider);
 }
 
 std::optional<storage::provider_record> find_provider_param(const state_ptr& state,

@@ -49,12 +49,14 @@ asio::awaitable<http_response> list_tokens(state_ptr state, request_context& ctx
       }
     }
   }
-  auto rows = read(state, [&](auto& c) { return storage::list_api_tokens(c, user_id, p); });
-  auto total = read(state, [&](auto& c) { return storage::count_api_tokens(c, user_id); });
-  if (!rows || !total) {
-    co_return error_response(!rows ? rows.error() : total.error());
+  auto listing = read_page_off_shard(
+      state, [&](auto& c) { return storage::list_api_tokens(c, user_id, p); },
+      [&](auto& c) { return storage::count_api_tokens(c, user_id); });
+  auto listed = co_await std::move(listing);
+  if (!listed) {
+    co_return error_response(listed.error());
   }
-  co_return page_answer(*rows, total->count, p, write_token);
+  co_return page_answer(listed->rows, listed->total, p, write_token);
 }
 
 asio::awaitable<http_response> create_token(state_ptr state, request_context& ctx,

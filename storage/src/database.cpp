@@ -128,6 +128,9 @@ read_pool::lease::~lease() {
 }
 
 read_pool::lease read_pool::acquire() {
+  if (acquire_hook_) {
+    acquire_hook_();
+  }
   std::unique_lock lock(mutex_);
   available_.wait(lock, [this] { return !free_.empty(); });
   auto* conn = free_.back();

@@ -75,6 +75,12 @@ public:
   /// Waits until a connection is free and lends it.
   lease acquire();
 
+  /// Called by every `acquire()`, on the acquiring thread, before it may wait (the node
+  /// counts the reads made on a shard's thread). Set it before the pool is shared.
+  void on_acquire(std::function<void()> hook) {
+    acquire_hook_ = std::move(hook);
+  }
+
   /// Runs `body(connection&)` on a borrowed connection and returns its result.
   template <class F> auto with(F&& body) -> decltype(body(std::declval<connection&>())) {
     auto l = acquire();
@@ -91,6 +97,7 @@ private:
 
   std::vector<std::unique_ptr<connection>> all_;
   std::vector<connection*> free_;
+  std::function<void()> acquire_hook_;
   std::mutex mutex_;
   std::condition_variable available_;
 };
