@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include "troupe/actors/bridge.hpp"
+#include "troupe/actors/shard_scheduler.hpp"
 #include "troupe/net/channel/slack_adapter.hpp"
 #include "troupe/net/channel/telegram_adapter.hpp"
 #include "troupe/net/channel/webhook_adapter.hpp"
@@ -485,7 +486,7 @@ channel_service::journal(std::shared_ptr<const live_channel> live,
     }
   };
   auto helper =
-      system_.spawn([store, op, hand_over](caf::event_based_actor* self) -> caf::behavior {
+      system_.spawn([store, op, hand_over](homed<caf::event_based_actor>* self) -> caf::behavior {
         return {[self, store, op, hand_over](journal_now_atom) -> caf::result<bool> {
           auto promise = self->make_response_promise<bool>();
           self->request(store, store_write_timeout, write_atom::value, std::move(*op))

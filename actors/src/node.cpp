@@ -27,6 +27,29 @@ std::size_t shard_count(const actor_settings& s) {
   return std::max(1u, std::thread::hardware_concurrency());
 }
 
+/// Returns once every shard has run a handler posted now (or after `limit`): what a shard
+/// did before, coroutines that are not actors included (a tool's process wait), happens
+/// before what the caller does next, through a mutex that ThreadSanitizer sees (CAF's
+/// own count of running actors is kept in its uninstrumented library).
+void wait_for_each_shard(shard_set& shards, std::chrono::milliseconds limit) {
+  struct barrier {
+    std::mutex mutex;
+    std::condition_variable passed;
+    std::size_t left = 0;
+  };
+  auto b = std::make_shared<barrier>();
+  b->left = shards.size();
+  for (std::size_t k = 0; k < shards.size(); ++k) {
+    asio::post(shards.executor(k), [b] {
+      const std::lock_guard lock(b->mutex);
+      --b->left;
+      b->passed.notify_all();
+    });
+  }
+  std::unique_lock lock(b->mutex);
+  b->passed.wait_for(lock, limit, [&] { return b->left == 0; });
+}
+
 } // namespace
 
 node::impl::impl(settings s, node_frontend f)
@@ -196,7 +219,9 @@ node::~node() {
   if (impl_->chat_facade) {
     impl_->chat_facade->close();
   }
-  impl_->chat.reset();
+  if (impl_->shards == nullptr) {
+    impl_->chat.reset();
+  }
   if (impl_->mcp) {
     impl_->mcp->stop(std::chrono::seconds(5));
   }
@@ -205,6 +230,10 @@ node::~node() {
   }
   if (impl_->shards != nullptr) {
     impl_->system->await_all_actors_done();
+    wait_for_each_shard(*impl_->shards, std::chrono::seconds(5));
+    // Only now: until every actor has ended, a registry shard may still call the chat
+    // service's factory and a run may still use what its options hold.
+    impl_->chat.reset();
     impl_->release_shard_io();
   }
   impl_->system.reset(); // waits for every actor to finish

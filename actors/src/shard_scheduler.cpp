@@ -407,6 +407,12 @@ private:
           break;
         case caf::resumable::done:
         case caf::resumable::awaiting_message:
+#if defined(__SANITIZE_THREAD__)
+          // See `homed`'s destructor: this shard's accesses happen before the actor's end.
+          if (auto* homed_job = dynamic_cast<shard_homed*>(job)) {
+            __tsan_release(homed_job);
+          }
+#endif
           caf::intrusive_ptr_release(job);
           break;
         case caf::resumable::shutdown_execution_unit:

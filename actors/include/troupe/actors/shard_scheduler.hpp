@@ -90,6 +90,14 @@ public:
     __tsan_acquire(static_cast<shard_homed*>(this));
     return Base::resume(host, max_throughput);
   }
+  // The last reference may go on another thread than the shard that ran the actor last
+  // (a coroutine drops its handle); the counts are decremented inside libcaf_core.so, so
+  // the shard releases on the address before it lets go of the actor
+  // (`shard_set`'s drain) and the destructor, which runs before the storage is freed,
+  // acquires.
+  ~homed() override {
+    __tsan_acquire(static_cast<shard_homed*>(this));
+  }
 #endif
 };
 
