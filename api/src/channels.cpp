@@ -111,7 +111,7 @@ expected<channel_view> view_of(const state_ptr& state, storage::channel_record r
     return tl::unexpected(outbox.error());
   }
   v.outbox = std::move(*outbox);
-  auto journal = read(state, [&](auto& c) { return storage::count_inbound_by_status(c, row.id); });
+  auto journal = read(state, [=](auto& c) { return storage::count_inbound_by_status(c, row.id); });
   if (!journal) {
     return tl::unexpected(journal.error());
   }

@@ -113,7 +113,7 @@ asio::awaitable<http_response> search_conversations(state_ptr state, api_caller 
     auto searching = state->memory->search_messages(q);
     hits = co_await std::move(searching);
   } else {
-    auto searching = read_off_shard(state, [&](auto& c) { return storage::search_messages(c, q); });
+    auto searching = read_off_shard(state, [q](auto& c) { return storage::search_messages(c, q); });
     hits = co_await std::move(searching);
   }
   if (!hits) {
@@ -127,16 +127,21 @@ asio::awaitable<http_response> search_conversations(state_ptr state, api_caller 
     }
   }
   const auto total = static_cast<std::int64_t>(best.size());
-  // The page's conversations, read together off the shard; one deleted since the search
-  // is left out.
-  using found = std::pair<const storage::search_hit*, storage::conversation_record>;
-  auto finding = read_off_shard(state, [&](auto& conn) -> expected<std::vector<found>> {
+  // The page's conversations, read together off the shard (by value: the job may outlive
+  // this frame); one deleted since the search is left out.
+  std::vector<const storage::search_hit*> shown;
+  std::vector<storage::row_id> ids;
+  for (auto i = static_cast<std::size_t>(std::min(p.offset, total));
+       i < best.size() && static_cast<std::int64_t>(i) < p.offset + p.limit; ++i) {
+    shown.push_back(best[i]);
+    ids.push_back(best[i]->conversation_id);
+  }
+  using found = std::optional<storage::conversation_record>;
+  auto finding = read_off_shard(state, [ids](auto& conn) -> expected<std::vector<found>> {
     std::vector<found> rows;
-    for (auto i = static_cast<std::size_t>(std::min(p.offset, total));
-         i < best.size() && static_cast<std::int64_t>(i) < p.offset + p.limit; ++i) {
-      if (auto c = storage::find_conversation(conn, best[i]->conversation_id)) {
-        rows.emplace_back(best[i], std::move(*c));
-      }
+    for (const auto id : ids) {
+      auto c = storage::find_conversation(conn, id);
+      rows.push_back(c ? found(std::move(*c)) : std::nullopt);
     }
     return rows;
   });
@@ -146,9 +151,14 @@ asio::awaitable<http_response> search_conversations(state_ptr state, api_caller 
   }
   json_writer w;
   w.begin_object().key("data").begin_array();
-  for (const auto& [h, c] : *page) {
+  for (std::size_t i = 0; i < shown.size(); ++i) {
+    const auto& c = (*page)[i];
+    if (!c) {
+      continue;
+    }
+    const auto* h = shown[i];
     w.begin_object();
-    write_conversation_fields(w, c);
+    write_conversation_fields(w, *c);
     w.key("match").begin_object().key("message_id").value(h->message_id);
     w.key("role").value(h->role).key("snippet").value(h->snippet);
     w.key("created_at").value(h->created_at).end_object();
@@ -174,8 +184,8 @@ asio::awaitable<http_response> list_conversations(state_ptr state, request_conte
     co_return answer;
   }
   auto listing = read_page_off_shard(
-      state, [&](auto& c) { return storage::list_conversations_page(c, caller.user_id, p); },
-      [&](auto& c) { return storage::count_conversations(c, caller.user_id); });
+      state, [=](auto& c) { return storage::list_conversations_page(c, caller.user_id, p); },
+      [=](auto& c) { return storage::count_conversations(c, caller.user_id); });
   auto listed = co_await std::move(listing);
   if (!listed) {
     co_return error_response(listed.error());
@@ -204,43 +214,51 @@ asio::awaitable<http_response> conversation_messages(state_ptr state, request_co
   }
   // `?steps=true`: each run's steps on its final answer.
   const bool with_steps = ctx.request().query_param("steps") == "true";
-  std::map<storage::row_id, run_view> runs;
-  // The page, its total and each of its runs, read together off the shard.
-  using page_rows = counted_rows<storage::message_record>;
-  auto reading = read_off_shard(state, [&](auto& c) -> expected<page_rows> {
-    auto rows = storage::list_messages_page(c, conv->id, p);
-    if (!rows) {
-      return tl::unexpected(rows.error());
-    }
-    auto total = storage::count_messages(c, conv->id);
-    if (!total) {
-      return tl::unexpected(total.error());
-    }
-    for (const auto& m : *rows) {
-      if (!m.run_id) {
-        continue;
-      }
-      auto [it, added] = runs.try_emplace(*m.run_id);
-      if (!added) {
-        continue;
-      }
-      auto run = storage::find_run(c, *m.run_id);
-      it->second.uuid = run ? run->uuid : std::string();
-      if (with_steps) {
-        // The final answer may be past this page; then no message here carries the steps.
-        it->second.final_message = storage::final_answer_id(c, *m.run_id).value_or(0);
-        if (auto steps = storage::list_steps(c, *m.run_id)) {
-          it->second.steps = std::move(*steps);
+  // The page, its total and each of its runs, read together off the shard (by value: the
+  // job may outlive this frame).
+  struct message_page {
+    counted_rows<storage::message_record> page;
+    std::map<storage::row_id, run_view> runs;
+  };
+  auto reading = read_off_shard(
+      state, [conversation = conv->id, p, with_steps](auto& c) -> expected<message_page> {
+        message_page out;
+        auto rows = storage::list_messages_page(c, conversation, p);
+        if (!rows) {
+          return tl::unexpected(rows.error());
         }
-      }
-    }
-    return page_rows{std::move(*rows), total->count};
-  });
-  auto window = co_await std::move(reading);
-  if (!window) {
-    co_return error_response(window.error());
+        auto total = storage::count_messages(c, conversation);
+        if (!total) {
+          return tl::unexpected(total.error());
+        }
+        for (const auto& m : *rows) {
+          if (!m.run_id) {
+            continue;
+          }
+          auto [it, added] = out.runs.try_emplace(*m.run_id);
+          if (!added) {
+            continue;
+          }
+          auto run = storage::find_run(c, *m.run_id);
+          it->second.uuid = run ? run->uuid : std::string();
+          if (with_steps) {
+            // The final answer may be past this page; then no message here carries the steps.
+            it->second.final_message = storage::final_answer_id(c, *m.run_id).value_or(0);
+            if (auto steps = storage::list_steps(c, *m.run_id)) {
+              it->second.steps = std::move(*steps);
+            }
+          }
+        }
+        out.page = {std::move(*rows), total->count};
+        return out;
+      });
+  auto loaded = co_await std::move(reading);
+  if (!loaded) {
+    co_return error_response(loaded.error());
   }
-  co_return page_answer(window->rows, window->total, p,
+  auto& runs = loaded->runs;
+  auto& window = loaded->page;
+  co_return page_answer(window.rows, window.total, p,
                         [&](json_writer& w, const storage::message_record& m) {
                           write_message(w, m, &runs, with_steps);
                         });

@@ -374,8 +374,8 @@ asio::awaitable<http_response> list_files(state_ptr state, request_context& ctx,
   }
   // Newest first.
   auto listing = read_page_off_shard(
-      state, [&](auto& c) { return storage::list_files_page(c, caller.user_id, p); },
-      [&](auto& c) { return storage::count_files(c, caller.user_id); });
+      state, [=](auto& c) { return storage::list_files_page(c, caller.user_id, p); },
+      [=](auto& c) { return storage::count_files(c, caller.user_id); });
   auto listed = co_await std::move(listing);
   if (!listed) {
     co_return error_response(listed.error());

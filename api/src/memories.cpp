@@ -234,31 +234,40 @@ asio::awaitable<http_response> list_memories(state_ptr state, request_context& c
     }
   }
   // The page, its total and the public ids of the items that replaced its superseded
-  // ones, read together off the shard.
-  std::map<storage::row_id, std::string> successors;
-  auto listing = read_page_off_shard(
-      state,
-      [&](auto& c) {
-        auto rows = storage::list_memories(c, f, p);
-        if (rows) {
-          for (const auto& m : *rows) {
-            if (m.superseded_by && !successors.contains(*m.superseded_by)) {
-              auto next = storage::find_memory(c, *m.superseded_by);
-              successors[*m.superseded_by] = next ? next->uuid : std::string();
-            }
-          }
-        }
-        return rows;
-      },
-      [&](auto& c) { return storage::count_memories(c, f); });
-  auto listed = co_await std::move(listing);
+  // ones, read together off the shard (by value: the job may outlive this frame).
+  struct memory_page {
+    counted_rows<storage::memory_item_record> page;
+    std::map<storage::row_id, std::string> successors;
+  };
+  auto reading = read_off_shard(state, [f, p](auto& c) -> expected<memory_page> {
+    memory_page out;
+    auto rows = storage::list_memories(c, f, p);
+    if (!rows) {
+      return tl::unexpected(rows.error());
+    }
+    auto total = storage::count_memories(c, f);
+    if (!total) {
+      return tl::unexpected(total.error());
+    }
+    for (const auto& m : *rows) {
+      if (m.superseded_by && !out.successors.contains(*m.superseded_by)) {
+        auto next = storage::find_memory(c, *m.superseded_by);
+        out.successors[*m.superseded_by] = next ? next->uuid : std::string();
+      }
+    }
+    out.page = {std::move(*rows), total->count};
+    return out;
+  });
+  auto listed = co_await std::move(reading);
   if (!listed) {
     co_return error_response(listed.error());
   }
-  co_return page_answer(
-      listed->rows, listed->total, p, [&](json_writer& w, const storage::memory_item_record& m) {
-        write_memory(w, m, m.superseded_by ? successors[*m.superseded_by] : std::string());
-      });
+  auto& successors = listed->successors;
+  co_return page_answer(listed->page.rows, listed->page.total, p,
+                        [&](json_writer& w, const storage::memory_item_record& m) {
+                          write_memory(
+                              w, m, m.superseded_by ? successors[*m.superseded_by] : std::string());
+                        });
 }
 
 /// Reads a memory's fields from `body` into `p` (problems are kept in `body`); an import
@@ -530,8 +539,8 @@ asio::awaitable<http_response> memory_revisions(state_ptr state, request_context
     co_return *wrong;
   }
   auto listing = read_page_off_shard(
-      state, [&](auto& c) { return storage::list_memory_revisions(c, item->id, p); },
-      [&](auto& c) { return storage::count_memory_revisions(c, item->id); });
+      state, [=](auto& c) { return storage::list_memory_revisions(c, item->id, p); },
+      [=](auto& c) { return storage::count_memory_revisions(c, item->id); });
   auto listed = co_await std::move(listing);
   if (!listed) {
     co_return error_response(listed.error());
@@ -561,8 +570,8 @@ asio::awaitable<http_response> memory_evidence(state_ptr state, request_context&
     co_return *wrong;
   }
   auto listing = read_page_off_shard(
-      state, [&](auto& c) { return storage::list_memory_evidence(c, item->id, p); },
-      [&](auto& c) { return storage::count_memory_evidence(c, item->id); });
+      state, [=](auto& c) { return storage::list_memory_evidence(c, item->id, p); },
+      [=](auto& c) { return storage::count_memory_evidence(c, item->id); });
   auto listed = co_await std::move(listing);
   if (!listed) {
     co_return error_response(listed.error());

@@ -81,8 +81,8 @@ asio::awaitable<http_response> list_providers(state_ptr state, request_context& 
     co_return *bad;
   }
   auto listing = read_page_off_shard(
-      state, [&](auto& c) { return storage::list_providers(c, p); },
-      [&](auto& c) { return storage::count_providers(c); });
+      state, [=](auto& c) { return storage::list_providers(c, p); },
+      [=](auto& c) { return storage::count_providers(c); });
   auto listed = co_await std::move(listing);
   if (!listed) {
     co_return error_response(listed.error());

@@ -132,8 +132,8 @@ asio::awaitable<http_response> list_runs(state_ptr state, request_context& ctx, 
     f.conversation_id = found->id;
   }
   auto listing = read_page_off_shard(
-      state, [&](auto& c) { return storage::list_user_runs(c, f, p); },
-      [&](auto& c) { return storage::count_user_runs(c, f); });
+      state, [=](auto& c) { return storage::list_user_runs(c, f, p); },
+      [=](auto& c) { return storage::count_user_runs(c, f); });
   auto listed = co_await std::move(listing);
   if (!listed) {
     co_return error_response(listed.error());

@@ -121,7 +121,9 @@ template <class F> auto read(const state_ptr& state, F f) {
 /// `f(connection&)` (returning an expected) on the blocking pool with a pooled connection,
 /// awaited: for the reads whose cost grows with the data (a search, a page of rows and
 /// what each row needs), so that they never hold the shard. Inline without a pool. All of
-/// a route's reads go in one `f`: one hand-off there and back.
+/// a route's reads go in one `f`: one hand-off there and back. `f` must own what it uses
+/// (capture by value, return what it found): past the pool's deadline, or when the node
+/// stops, the awaiting coroutine may end while the job still runs.
 template <class F>
 boost::asio::awaitable<std::invoke_result_t<F&, storage::connection&>>
 read_off_shard(state_ptr state, F f) {
@@ -147,7 +149,7 @@ template <class Record> struct counted_rows {
 };
 
 /// `list(c)` (a page of rows) and `count(c)` (their total, in `.count`) read together off
-/// the shard (`read_off_shard`).
+/// the shard (`read_off_shard`; both capture by value).
 template <class List, class Count,
           class Rows = typename std::invoke_result_t<List&, storage::connection&>::value_type>
 boost::asio::awaitable<expected<counted_rows<typename Rows::value_type>>>

@@ -50,8 +50,8 @@ asio::awaitable<http_response> list_tokens(state_ptr state, request_context& ctx
     }
   }
   auto listing = read_page_off_shard(
-      state, [&](auto& c) { return storage::list_api_tokens(c, user_id, p); },
-      [&](auto& c) { return storage::count_api_tokens(c, user_id); });
+      state, [=](auto& c) { return storage::list_api_tokens(c, user_id, p); },
+      [=](auto& c) { return storage::count_api_tokens(c, user_id); });
   auto listed = co_await std::move(listing);
   if (!listed) {
     co_return error_response(listed.error());

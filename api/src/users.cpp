@@ -49,8 +49,8 @@ asio::awaitable<http_response> list_users(state_ptr state, request_context& ctx)
     co_return *bad;
   }
   auto listing = read_page_off_shard(
-      state, [&](auto& c) { return storage::list_users(c, p); },
-      [&](auto& c) { return storage::count_users(c); });
+      state, [=](auto& c) { return storage::list_users(c, p); },
+      [=](auto& c) { return storage::count_users(c); });
   auto listed = co_await std::move(listing);
   if (!listed) {
     co_return error_response(listed.error());
