@@ -104,14 +104,11 @@ asio::awaitable<http_response> list_agents(state_ptr state, request_context& ctx
   if (auto bad = read_page(ctx.request(), p)) {
     co_return *bad;
   }
-  auto listing = read_page_off_shard(
-      state, [=](auto& c) { return storage::list_agents(c, p); },
-      [=](auto& c) { return storage::count_agents(c); });
-  auto listed = co_await std::move(listing);
-  if (!listed) {
-    co_return error_response(listed.error());
-  }
-  co_return page_answer(listed->rows, listed->total, p, write_agent);
+  auto answering = page_off_shard(
+      state, p, [=](auto& c) { return storage::list_agents(c, p); },
+      [=](auto& c) { return storage::count_agents(c); }, write_agent);
+  auto answer = co_await std::move(answering);
+  co_return answer;
 }
 
 asio::awaitable<http_response> get_agent(state_ptr state, request_context& ctx) {

@@ -183,14 +183,11 @@ asio::awaitable<http_response> list_conversations(state_ptr state, request_conte
     auto answer = co_await std::move(searching);
     co_return answer;
   }
-  auto listing = read_page_off_shard(
-      state, [=](auto& c) { return storage::list_conversations_page(c, caller.user_id, p); },
-      [=](auto& c) { return storage::count_conversations(c, caller.user_id); });
-  auto listed = co_await std::move(listing);
-  if (!listed) {
-    co_return error_response(listed.error());
-  }
-  co_return page_answer(listed->rows, listed->total, p, write_conversation);
+  auto answering = page_off_shard(
+      state, p, [=](auto& c) { return storage::list_conversations_page(c, caller.user_id, p); },
+      [=](auto& c) { return storage::count_conversations(c, caller.user_id); }, write_conversation);
+  auto answer = co_await std::move(answering);
+  co_return answer;
 }
 
 asio::awaitable<http_response> get_conversation(state_ptr state, request_context& ctx,
@@ -223,15 +220,13 @@ asio::awaitable<http_response> conversation_messages(state_ptr state, request_co
   auto reading = read_off_shard(
       state, [conversation = conv->id, p, with_steps](auto& c) -> expected<message_page> {
         message_page out;
-        auto rows = storage::list_messages_page(c, conversation, p);
-        if (!rows) {
-          return tl::unexpected(rows.error());
+        auto page = read_counted(
+            c, [&](auto& conn) { return storage::list_messages_page(conn, conversation, p); },
+            [&](auto& conn) { return storage::count_messages(conn, conversation); });
+        if (!page) {
+          return tl::unexpected(page.error());
         }
-        auto total = storage::count_messages(c, conversation);
-        if (!total) {
-          return tl::unexpected(total.error());
-        }
-        for (const auto& m : *rows) {
+        for (const auto& m : page->rows) {
           if (!m.run_id) {
             continue;
           }
@@ -249,7 +244,7 @@ asio::awaitable<http_response> conversation_messages(state_ptr state, request_co
             }
           }
         }
-        out.page = {std::move(*rows), total->count};
+        out.page = std::move(*page);
         return out;
       });
   auto loaded = co_await std::move(reading);

@@ -373,16 +373,12 @@ asio::awaitable<http_response> list_files(state_ptr state, request_context& ctx,
     co_return answer;
   }
   // Newest first.
-  auto listing = read_page_off_shard(
-      state, [=](auto& c) { return storage::list_files_page(c, caller.user_id, p); },
-      [=](auto& c) { return storage::count_files(c, caller.user_id); });
-  auto listed = co_await std::move(listing);
-  if (!listed) {
-    co_return error_response(listed.error());
-  }
-  co_return page_answer(
-      listed->rows, listed->total, p,
+  auto answering = page_off_shard(
+      state, p, [=](auto& c) { return storage::list_files_page(c, caller.user_id, p); },
+      [=](auto& c) { return storage::count_files(c, caller.user_id); },
       [&](json_writer& w, const storage::file_record& f) { write_file(w, f, *state); });
+  auto answer = co_await std::move(answering);
+  co_return answer;
 }
 
 asio::awaitable<http_response> owner_content(state_ptr state, request_context& ctx,

@@ -241,21 +241,19 @@ asio::awaitable<http_response> list_memories(state_ptr state, request_context& c
   };
   auto reading = read_off_shard(state, [f, p](auto& c) -> expected<memory_page> {
     memory_page out;
-    auto rows = storage::list_memories(c, f, p);
-    if (!rows) {
-      return tl::unexpected(rows.error());
+    auto page = read_counted(
+        c, [&](auto& conn) { return storage::list_memories(conn, f, p); },
+        [&](auto& conn) { return storage::count_memories(conn, f); });
+    if (!page) {
+      return tl::unexpected(page.error());
     }
-    auto total = storage::count_memories(c, f);
-    if (!total) {
-      return tl::unexpected(total.error());
-    }
-    for (const auto& m : *rows) {
+    for (const auto& m : page->rows) {
       if (m.superseded_by && !out.successors.contains(*m.superseded_by)) {
         auto next = storage::find_memory(c, *m.superseded_by);
         out.successors[*m.superseded_by] = next ? next->uuid : std::string();
       }
     }
-    out.page = {std::move(*rows), total->count};
+    out.page = std::move(*page);
     return out;
   });
   auto listed = co_await std::move(reading);
@@ -538,25 +536,22 @@ asio::awaitable<http_response> memory_revisions(state_ptr state, request_context
   if (auto wrong = read_page(ctx.request(), p)) {
     co_return *wrong;
   }
-  auto listing = read_page_off_shard(
-      state, [=](auto& c) { return storage::list_memory_revisions(c, item->id, p); },
-      [=](auto& c) { return storage::count_memory_revisions(c, item->id); });
-  auto listed = co_await std::move(listing);
-  if (!listed) {
-    co_return error_response(listed.error());
-  }
-  co_return page_answer(listed->rows, listed->total, p,
-                        [](json_writer& w, const storage::memory_revision_record& r) {
-                          w.begin_object();
-                          w.key("id").value(r.id);
-                          w.key("action").value(r.action);
-                          w.key("content").value(r.content);
-                          w.key("summary").value(r.summary);
-                          w.key("status").value(r.status);
-                          w.key("actor").value(r.actor);
-                          w.key("created_at").value(r.created_at);
-                          w.end_object();
-                        });
+  auto answering = page_off_shard(
+      state, p, [=](auto& c) { return storage::list_memory_revisions(c, item->id, p); },
+      [=](auto& c) { return storage::count_memory_revisions(c, item->id); },
+      [](json_writer& w, const storage::memory_revision_record& r) {
+        w.begin_object();
+        w.key("id").value(r.id);
+        w.key("action").value(r.action);
+        w.key("content").value(r.content);
+        w.key("summary").value(r.summary);
+        w.key("status").value(r.status);
+        w.key("actor").value(r.actor);
+        w.key("created_at").value(r.created_at);
+        w.end_object();
+      });
+  auto answer = co_await std::move(answering);
+  co_return answer;
 }
 
 asio::awaitable<http_response> memory_evidence(state_ptr state, request_context& ctx,
@@ -569,15 +564,9 @@ asio::awaitable<http_response> memory_evidence(state_ptr state, request_context&
   if (auto wrong = read_page(ctx.request(), p)) {
     co_return *wrong;
   }
-  auto listing = read_page_off_shard(
-      state, [=](auto& c) { return storage::list_memory_evidence(c, item->id, p); },
-      [=](auto& c) { return storage::count_memory_evidence(c, item->id); });
-  auto listed = co_await std::move(listing);
-  if (!listed) {
-    co_return error_response(listed.error());
-  }
-  co_return page_answer(
-      listed->rows, listed->total, p,
+  auto answering = page_off_shard(
+      state, p, [=](auto& c) { return storage::list_memory_evidence(c, item->id, p); },
+      [=](auto& c) { return storage::count_memory_evidence(c, item->id); },
       [&](json_writer& w, const storage::memory_evidence_record& e) {
         w.begin_object();
         w.key("id").value(e.id);
@@ -613,6 +602,8 @@ asio::awaitable<http_response> memory_evidence(state_ptr state, request_context&
         w.key("created_at").value(e.created_at);
         w.end_object();
       });
+  auto answer = co_await std::move(answering);
+  co_return answer;
 }
 
 } // namespace

@@ -80,14 +80,11 @@ asio::awaitable<http_response> list_providers(state_ptr state, request_context& 
   if (auto bad = read_page(ctx.request(), p)) {
     co_return *bad;
   }
-  auto listing = read_page_off_shard(
-      state, [=](auto& c) { return storage::list_providers(c, p); },
-      [=](auto& c) { return storage::count_providers(c); });
-  auto listed = co_await std::move(listing);
-  if (!listed) {
-    co_return error_response(listed.error());
-  }
-  co_return page_answer(listed->rows, listed->total, p, write_provider);
+  auto answering = page_off_shard(
+      state, p, [=](auto& c) { return storage::list_providers(c, p); },
+      [=](auto& c) { return storage::count_providers(c); }, write_provider);
+  auto answer = co_await std::move(answering);
+  co_return answer;
 }
 
 std::optional<storage::provider_record> find_provider_param(const state_ptr& state,

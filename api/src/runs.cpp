@@ -131,21 +131,18 @@ asio::awaitable<http_response> list_runs(state_ptr state, request_context& ctx, 
     }
     f.conversation_id = found->id;
   }
-  auto listing = read_page_off_shard(
-      state, [=](auto& c) { return storage::list_user_runs(c, f, p); },
-      [=](auto& c) { return storage::count_user_runs(c, f); });
-  auto listed = co_await std::move(listing);
-  if (!listed) {
-    co_return error_response(listed.error());
-  }
-  co_return page_answer(listed->rows, listed->total, p,
-                        [](json_writer& w, const storage::user_run& r) {
-                          w.begin_object().key("run_id").value(r.run.uuid);
-                          w.key("conversation_id").value(r.conversation_uuid);
-                          w.key("status").value(storage::to_string(r.run.status));
-                          write_run_row(w, r.run);
-                          w.end_object();
-                        });
+  auto answering = page_off_shard(
+      state, p, [=](auto& c) { return storage::list_user_runs(c, f, p); },
+      [=](auto& c) { return storage::count_user_runs(c, f); },
+      [](json_writer& w, const storage::user_run& r) {
+        w.begin_object().key("run_id").value(r.run.uuid);
+        w.key("conversation_id").value(r.conversation_uuid);
+        w.key("status").value(storage::to_string(r.run.status));
+        write_run_row(w, r.run);
+        w.end_object();
+      });
+  auto answer = co_await std::move(answering);
+  co_return answer;
 }
 
 asio::awaitable<http_response> run_steps(state_ptr state, request_context& ctx, api_caller caller) {

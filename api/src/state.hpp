@@ -16,6 +16,7 @@
 
 #include <boost/asio/awaitable.hpp>
 
+#include "json.hpp"
 #include "troupe/actors/approvals_facade.hpp"
 #include "troupe/actors/channel_facade.hpp"
 #include "troupe/actors/chat_facade.hpp"
@@ -148,28 +149,47 @@ template <class Record> struct counted_rows {
   std::int64_t total = 0;
 };
 
-/// `list(c)` (a page of rows) and `count(c)` (their total, in `.count`) read together off
-/// the shard (`read_off_shard`; both capture by value).
+/// `list(c)` (a page of rows) and `count(c)` (their total, in `.count`) on one
+/// connection: the page with its total, or the first error.
+template <class List, class Count,
+          class Rows = typename std::invoke_result_t<List&, storage::connection&>::value_type>
+expected<counted_rows<typename Rows::value_type>> read_counted(storage::connection& c, List&& list,
+                                                               Count&& count) {
+  auto rows = list(c);
+  if (!rows) {
+    return tl::unexpected(rows.error());
+  }
+  auto total = count(c);
+  if (!total) {
+    return tl::unexpected(total.error());
+  }
+  return counted_rows<typename Rows::value_type>{std::move(*rows), total->count};
+}
+
+/// `read_counted(list, count)` off the shard (`read_off_shard`; both capture by value).
 template <class List, class Count,
           class Rows = typename std::invoke_result_t<List&, storage::connection&>::value_type>
 boost::asio::awaitable<expected<counted_rows<typename Rows::value_type>>>
 read_page_off_shard(state_ptr state, List list, Count count) {
-  using out = counted_rows<typename Rows::value_type>;
-  auto both = [list = std::move(list),
-               count = std::move(count)](storage::connection& c) mutable -> expected<out> {
-    auto rows = list(c);
-    if (!rows) {
-      return tl::unexpected(rows.error());
-    }
-    auto total = count(c);
-    if (!total) {
-      return tl::unexpected(total.error());
-    }
-    return out{std::move(*rows), total->count};
+  auto both = [list = std::move(list), count = std::move(count)](storage::connection& c) mutable {
+    return read_counted(c, list, count);
   };
   auto reading = read_off_shard(std::move(state), std::move(both));
   auto read = co_await std::move(reading);
   co_return read;
+}
+
+/// A list route's answer: the page `p` read off the shard with its total
+/// (`read_page_off_shard`), each row written by `write_one`; an error answers as such.
+template <class List, class Count, class Write>
+boost::asio::awaitable<net::http_response> page_off_shard(state_ptr state, storage::page p,
+                                                          List list, Count count, Write write_one) {
+  auto listing = read_page_off_shard(std::move(state), std::move(list), std::move(count));
+  auto listed = co_await std::move(listing);
+  if (!listed) {
+    co_return error_response(listed.error());
+  }
+  co_return page_answer(listed->rows, listed->total, p, write_one);
 }
 
 /// One write through the store facade, awaited; then the catalog cache is invalidated

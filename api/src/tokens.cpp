@@ -49,14 +49,11 @@ asio::awaitable<http_response> list_tokens(state_ptr state, request_context& ctx
       }
     }
   }
-  auto listing = read_page_off_shard(
-      state, [=](auto& c) { return storage::list_api_tokens(c, user_id, p); },
-      [=](auto& c) { return storage::count_api_tokens(c, user_id); });
-  auto listed = co_await std::move(listing);
-  if (!listed) {
-    co_return error_response(listed.error());
-  }
-  co_return page_answer(listed->rows, listed->total, p, write_token);
+  auto answering = page_off_shard(
+      state, p, [=](auto& c) { return storage::list_api_tokens(c, user_id, p); },
+      [=](auto& c) { return storage::count_api_tokens(c, user_id); }, write_token);
+  auto answer = co_await std::move(answering);
+  co_return answer;
 }
 
 asio::awaitable<http_response> create_token(state_ptr state, request_context& ctx,

@@ -48,14 +48,11 @@ asio::awaitable<http_response> list_users(state_ptr state, request_context& ctx)
   if (auto bad = read_page(ctx.request(), p)) {
     co_return *bad;
   }
-  auto listing = read_page_off_shard(
-      state, [=](auto& c) { return storage::list_users(c, p); },
-      [=](auto& c) { return storage::count_users(c); });
-  auto listed = co_await std::move(listing);
-  if (!listed) {
-    co_return error_response(listed.error());
-  }
-  co_return page_answer(listed->rows, listed->total, p, write_user);
+  auto answering = page_off_shard(
+      state, p, [=](auto& c) { return storage::list_users(c, p); },
+      [=](auto& c) { return storage::count_users(c); }, write_user);
+  auto answer = co_await std::move(answering);
+  co_return answer;
 }
 
 asio::awaitable<http_response> create_user(state_ptr state, request_context& ctx) {
