@@ -76,6 +76,7 @@ channel_service::channel_service(caf::actor_system& system, channel_service_opti
   ctx->approvals = options_.approvals;
   ctx->writer = options_.writer;
   ctx->reads = options_.reads;
+  ctx->blocking = options_.blocking;
   ctx->catalog = options_.catalog;
   ctx->chat = options_.chat;
   ctx->http = options_.http;

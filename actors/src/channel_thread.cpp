@@ -15,6 +15,7 @@
 #include "troupe/storage/channel_archives.hpp"
 #include "troupe/storage/repositories.hpp"
 #include "troupe/storage/write_op.hpp"
+#include "troupe/tools/blocking_pool.hpp"
 
 namespace troupe::actors {
 
@@ -33,6 +34,8 @@ namespace channel_detail {
 constexpr int max_submit_attempts = 5;
 // Journal rows a thread remembers having taken (a late second hand-over is dropped).
 constexpr std::size_t taken_kept = 4'096;
+// How long a waking thread's binding read may take on the blocking pool.
+constexpr auto binding_read_timeout = std::chrono::seconds(5);
 
 bool idle(const thread_state& st) {
   return st.inbox.empty() && !st.submitting && st.outbox.empty() && !st.sending &&
@@ -50,26 +53,46 @@ void touch(thread_self self) {
 
 // --- binding the thread to its conversation ----------------------------------------------
 
-/// Reads the thread row and its conversation; true when both exist.
+/// A thread's binding as stored: its row, its conversation, and how many of the
+/// conversation's messages an archive took.
+struct stored_binding {
+  storage::channel_thread_record thread;
+  storage::conversation_record conversation;
+  std::size_t archived_at = 0;
+};
+
+/// Reads the binding of the thread `key` of `channel`; none when the thread is not bound
+/// (or its conversation is gone).
+std::optional<stored_binding> read_binding(storage::read_pool& reads, storage::row_id channel,
+                                           const std::string& key) {
+  return reads.with([&](storage::connection& c) -> std::optional<stored_binding> {
+    auto found = storage::find_channel_thread(c, channel, key);
+    if (!found || !found->conversation_id) {
+      return std::nullopt;
+    }
+    auto conversation = storage::find_conversation(c, *found->conversation_id);
+    if (!conversation) {
+      return std::nullopt;
+    }
+    auto archive = storage::find_channel_archive(c, conversation->id);
+    return stored_binding{std::move(*found), std::move(*conversation),
+                          archive ? static_cast<std::size_t>(archive->message_count) : 0};
+  });
+}
+
+void apply_binding(thread_state& st, stored_binding binding) {
+  st.archived_at = binding.archived_at;
+  st.thread = std::move(binding.thread);
+  st.conversation = std::move(binding.conversation);
+}
+
 bool load_binding(thread_state& st) {
-  const auto& ctx = *st.spec.context;
-  auto found = ctx.reads->with([&](storage::connection& c) {
-    return storage::find_channel_thread(c, channel_of(st).record.id, st.spec.thread_key);
-  });
-  if (!found || !found->conversation_id) {
+  auto binding =
+      read_binding(*st.spec.context->reads, channel_of(st).record.id, st.spec.thread_key);
+  if (!binding) {
     return false;
   }
-  auto conversation = ctx.reads->with([&](storage::connection& c) {
-    return storage::find_conversation(c, *found->conversation_id);
-  });
-  if (!conversation) {
-    return false;
-  }
-  auto archive = ctx.reads->with(
-      [&](storage::connection& c) { return storage::find_channel_archive(c, conversation->id); });
-  st.archived_at = archive ? static_cast<std::size_t>(archive->message_count) : 0;
-  st.thread = std::move(*found);
-  st.conversation = std::move(*conversation);
+  apply_binding(st, std::move(*binding));
   return true;
 }
 
@@ -222,6 +245,45 @@ void resolve_sender(thread_self self, const std::string& sender) {
         });
 }
 
+/// A thread that woke with a message reads its binding off its shard (on the blocking
+/// pool), then hands the message on, or binds a conversation first when it has none.
+void wake_binding(thread_self self) {
+  const auto& ctx = *self->state.spec.context;
+  const auto then = [self](std::optional<stored_binding> binding) {
+    auto& s = self->state;
+    if (binding && !s.conversation) {
+      apply_binding(s, std::move(*binding));
+    }
+    if (s.conversation || s.inbox.empty()) {
+      s.submitting = false;
+      pump_inbox(self);
+      return;
+    }
+    // Not `bind`: the interface names std::string, so ADL would find std::bind.
+    bind_thread(self, s.inbox.front());
+  };
+  if (!ctx.blocking) {
+    then(read_binding(*ctx.reads, channel_of(self->state).record.id, self->state.spec.thread_key));
+    return;
+  }
+  auto job = [reads = ctx.reads, channel = channel_of(self->state).record.id,
+              key = self->state.spec.thread_key](const tools::job_control&) {
+    return read_binding(*reads, channel, key);
+  };
+  auto reading = ctx.blocking->run(std::move(job), binding_read_timeout);
+  start_io(self, ctx.http_here()->get_executor(), std::move(reading),
+           [self, then](expected<expected<std::optional<stored_binding>>> r) {
+             auto& s = self->state;
+             if (r && *r) {
+               then(std::move(**r));
+               return;
+             }
+             // The pool refused the job (its queue is full) or missed its deadline: read
+             // here rather than hold the message back.
+             then(read_binding(*s.spec.context->reads, channel_of(s).record.id, s.spec.thread_key));
+           });
+}
+
 /// Hands the front message to the conversation (after binding, once).
 void pump_inbox(thread_self self) {
   auto& st = self->state;
@@ -236,10 +298,9 @@ void pump_inbox(thread_self self) {
     pump_inbox(self);
     return;
   }
-  if (!st.conversation && !load_binding(st)) {
+  if (!st.conversation) {
     st.submitting = true;
-    // Not `bind`: the interface names std::string, so ADL would find std::bind.
-    bind_thread(self, st.inbox.front());
+    wake_binding(self);
     return;
   }
   // A slash command is answered here, without the model; `/compact` goes to the

@@ -165,7 +165,8 @@ void touch(thread_self self);
 /// Hands the next journaled message on (a command is answered here, other text goes to
 /// the conversation).
 void pump_inbox(thread_self self);
-/// Reads the thread row and its conversation (and its archive mark); true when both exist.
+/// Reads the thread row and its conversation (and its archive mark) on the calling thread;
+/// true when both exist. A thread woken by a message reads them off its shard instead.
 bool load_binding(thread_state& st);
 /// The wait after `attempts` failed attempts, when the platform named none.
 std::chrono::milliseconds backoff(const outbox_policy& p, std::int64_t attempts);

@@ -19,6 +19,7 @@
 #include "troupe/storage/context_summaries.hpp"
 #include "troupe/storage/provider_key.hpp"
 #include "troupe/storage/repositories.hpp"
+#include "troupe/tools/blocking_pool.hpp"
 
 namespace troupe::actors {
 
@@ -31,6 +32,8 @@ constexpr auto hand_over_timeout = std::chrono::seconds(10);
 // A conversation that passivated between the lookup and the hand-over is looked up
 // again; this many times at most.
 constexpr int hand_over_attempts = 50;
+// How long a passivated conversation's reads may take on the blocking pool.
+constexpr auto conversation_load_timeout = std::chrono::seconds(8);
 
 expected<std::vector<std::string>> parse_tools(const std::string& json) {
   simdjson::dom::parser parser;
@@ -158,45 +161,19 @@ expected<agent_settings> agent_from_record(const storage::agent_record& a,
   return s;
 }
 
-chat_service::chat_service(caf::actor_system& system, chat_service_options options)
-    : system_(system), options_(std::move(options)),
-      directory_(std::make_shared<run_directory>(options_.journal_max_bytes)) {
-  options_.io.writer = options_.writer;
-  registry_ = std::make_unique<conversation_registry>(
-      system_,
-      [this](caf::actor_system& sys, const std::string& id) -> conversation_actor {
-        auto made = make_conversation(sys, id);
-        if (!made) {
-          log::warn("conversation {} cannot start: {}", id, made.error().message);
-          return conversation_actor{};
-        }
-        return *made;
-      },
-      options_.registry_shards);
-}
+namespace {
 
-chat_service::~chat_service() = default;
-
-void chat_service::stop() {
-  if (registry_) {
-    registry_->stop();
-  }
-  // Journals wait out their retention otherwise, and the actor system waits for them.
-  for (const auto& journal : directory_->journals()) {
-    caf::anon_send_exit(journal, caf::exit_reason::user_shutdown);
-  }
-}
-
-expected<conversation_spec>
-chat_service::conversation_spec_from(const storage::conversation_record& conversation,
-                                     const storage::agent_record& agent,
-                                     std::vector<chat_message> history) {
+/// The spec of a conversation from its rows and history.
+expected<conversation_spec> conversation_spec_from(const chat_service_options& options,
+                                                   const storage::conversation_record& conversation,
+                                                   const storage::agent_record& agent,
+                                                   std::vector<chat_message> history) {
   if (!agent.provider_id) {
     return fail(errc::invalid_argument, fmt::format("agent '{}' has no provider", agent.name));
   }
-  auto* catalog = options_.catalog.get();
+  auto* catalog = options.catalog.get();
   auto provider = catalog ? catalog->provider(*agent.provider_id)
-                          : options_.reads->with([&](storage::connection& c) {
+                          : options.reads->with([&](storage::connection& c) {
                               return storage::find_provider(c, *agent.provider_id);
                             });
   if (!provider) {
@@ -219,8 +196,8 @@ chat_service::conversation_spec_from(const storage::conversation_record& convers
   config.base_url =
       provider->base_url.empty() ? std::string(net::default_base_url(*type)) : provider->base_url;
   auto key =
-      storage::provider_api_key(*provider, options_.declared_providers, environment_snapshot(),
-                                options_.key_env, options_.secrets.get());
+      storage::provider_api_key(*provider, options.declared_providers, environment_snapshot(),
+                                options.key_env, options.secrets.get());
   if (!key) {
     return tl::unexpected(key.error());
   }
@@ -231,44 +208,44 @@ chat_service::conversation_spec_from(const storage::conversation_record& convers
   spec.conversation_row = conversation.id;
   spec.agent_row = agent.id;
   spec.agent = std::move(*settings);
-  spec.agent.history_max_tokens = options_.history_max_tokens;
-  spec.agent.compression = options_.compression;
+  spec.agent.history_max_tokens = options.history_max_tokens;
+  spec.agent.compression = options.compression;
   spec.provider = std::move(config);
   // Created by the first tool that uses it (workspace::open), on the blocking pool: a
   // conversation that never touches a file costs no directory.
-  spec.workspace = options_.data_dir / "workspaces" / conversation.uuid;
-  spec.tool_timeout = options_.tool_timeout;
-  spec.io = options_.io;
-  spec.history_limit = options_.history_messages;
-  spec.max_pending = options_.max_pending;
+  spec.workspace = options.data_dir / "workspaces" / conversation.uuid;
+  spec.tool_timeout = options.tool_timeout;
+  spec.io = options.io;
+  spec.history_limit = options.history_messages;
+  spec.max_pending = options.max_pending;
   spec.history = std::move(history);
   // An ephemeral conversation (one OpenAI-compatible request) is rarely continued: it
   // leaves memory a second after its last turn, and a continuation loads it again.
   spec.idle_ttl = conversation.ephemeral
-                      ? std::min(options_.idle_ttl, std::chrono::milliseconds(1000))
-                      : options_.idle_ttl;
+                      ? std::min(options.idle_ttl, std::chrono::milliseconds(1000))
+                      : options.idle_ttl;
   spec.owner_user = conversation.owner_user_id;
-  spec.files_dir = options_.data_dir / "files";
+  spec.files_dir = options.data_dir / "files";
   return spec;
 }
 
-expected<conversation_actor> chat_service::make_conversation(caf::actor_system& system,
-                                                             const std::string& id) {
-  {
-    std::lock_guard lock(prepared_mutex_);
-    if (auto it = prepared_.find(id); it != prepared_.end()) {
-      auto spec = std::move(it->second);
-      prepared_.erase(it);
-      return spawn_conversation(system, std::move(spec));
-    }
-  }
-  auto& reads = *options_.reads;
+/// A stored conversation as it loads: its spec, with its history from the newest summary
+/// within the agent's context window (issue 16), and whether runs wait in it.
+struct stored_conversation {
+  conversation_spec spec;
+  bool runs_queued = false;
+};
+
+/// Reads a stored conversation (a few point reads and its history) on the calling thread.
+expected<stored_conversation> read_stored_conversation(const chat_service_options& options,
+                                                       const std::string& id) {
+  auto& reads = *options.reads;
   auto conversation = reads.with(
       [&](storage::connection& c) { return storage::find_conversation_by_uuid_any_owner(c, id); });
   if (!conversation) {
     return tl::unexpected(conversation.error());
   }
-  auto* catalog = options_.catalog.get();
+  auto* catalog = options.catalog.get();
   auto agent =
       catalog ? catalog->agent(conversation->agent_id) : reads.with([&](storage::connection& c) {
         return storage::find_agent(c, conversation->agent_id);
@@ -282,7 +259,7 @@ expected<conversation_actor> chat_service::make_conversation(caf::actor_system& 
   if (!queued) {
     return tl::unexpected(queued.error());
   }
-  auto spec = conversation_spec_from(*conversation, *agent, {});
+  auto spec = conversation_spec_from(options, *conversation, *agent, {});
   if (!spec) {
     return tl::unexpected(spec.error());
   }
@@ -290,7 +267,7 @@ expected<conversation_actor> chat_service::make_conversation(caf::actor_system& 
   // `actors.history_max_tokens`), issue 16.
   const auto budget = load_budget(spec->agent);
   auto history = reads.with([&](storage::connection& c) {
-    return storage::load_prompt_history(c, conversation->id, options_.history_messages, budget,
+    return storage::load_prompt_history(c, conversation->id, options.history_messages, budget,
                                         *queued);
   });
   if (!history) {
@@ -298,7 +275,90 @@ expected<conversation_actor> chat_service::make_conversation(caf::actor_system& 
   }
   spec->history = std::move(history->messages);
   spec->history_spans = std::move(history->spans);
-  return spawn_conversation(system, std::move(*spec));
+  return stored_conversation{std::move(*spec), !queued->empty()};
+}
+
+/// `read_stored_conversation` on the blocking pool, awaited (inline without a pool).
+asio::awaitable<expected<stored_conversation>>
+load_stored(std::shared_ptr<const chat_service_options> options, std::string id) {
+  auto pool = options->io.blocking;
+  if (!pool) {
+    co_return read_stored_conversation(*options, id);
+  }
+  auto job = [options, id](const tools::job_control&) {
+    return read_stored_conversation(*options, id);
+  };
+  auto running = pool->run(std::move(job), conversation_load_timeout);
+  auto ran = co_await std::move(running);
+  if (!ran && ran.error().code == errc::limit_exceeded) {
+    // The pool's queue is full: loading here holds this thread for a moment, but refusing
+    // would lose the message that needs the conversation.
+    co_return read_stored_conversation(*options, id);
+  }
+  if (!ran) {
+    co_return tl::unexpected(ran.error());
+  }
+  co_return std::move(*ran);
+}
+
+/// A stored conversation's spec, loaded as `load_stored` loads it.
+asio::awaitable<expected<conversation_spec>>
+load_spec(std::shared_ptr<const chat_service_options> options, std::string id) {
+  auto loading = load_stored(std::move(options), std::move(id));
+  auto loaded = co_await std::move(loading);
+  if (!loaded) {
+    co_return tl::unexpected(loaded.error());
+  }
+  co_return std::move(loaded->spec);
+}
+
+} // namespace
+
+chat_service::chat_service(caf::actor_system& system, chat_service_options options)
+    : system_(system), options_(std::move(options)),
+      directory_(std::make_shared<run_directory>(options_.journal_max_bytes)) {
+  options_.io.writer = options_.writer;
+  // What loads run with: a load may outlive its awaiter (the pool's deadline), so it owns
+  // its copy of the options rather than pointing into this service.
+  shared_options_ = std::make_shared<const chat_service_options>(options_);
+  conversation_factory factory;
+  factory.take_prepared = [this](caf::actor_system& sys, const std::string& id) {
+    return take_prepared(sys, id);
+  };
+  // Not a coroutine lambda: the coroutine may outlive the registry that holds this
+  // function, so what it uses is passed by value into its frame.
+  factory.load = [options = shared_options_](std::string id) {
+    return load_spec(options, std::move(id));
+  };
+  factory.executor = [options = shared_options_]() -> asio::any_io_executor {
+    auto* http = options->io.http_here();
+    return http ? http->get_executor() : asio::any_io_executor{};
+  };
+  registry_ = std::make_unique<conversation_registry>(system_, std::move(factory),
+                                                      options_.registry_shards);
+}
+
+chat_service::~chat_service() = default;
+
+void chat_service::stop() {
+  if (registry_) {
+    registry_->stop();
+  }
+  // Journals wait out their retention otherwise, and the actor system waits for them.
+  for (const auto& journal : directory_->journals()) {
+    caf::anon_send_exit(journal, caf::exit_reason::user_shutdown);
+  }
+}
+
+conversation_actor chat_service::take_prepared(caf::actor_system& system, const std::string& id) {
+  std::lock_guard lock(prepared_mutex_);
+  auto it = prepared_.find(id);
+  if (it == prepared_.end()) {
+    return conversation_actor{};
+  }
+  auto spec = std::move(it->second);
+  prepared_.erase(it);
+  return spawn_conversation(system, std::move(spec));
 }
 
 void chat_service::forget_prepared(const std::string& conversation_id) {
@@ -363,8 +423,8 @@ asio::awaitable<expected<submitted_run>> chat_service::submit(chat_submission su
                           fresh.history.end() -
                               static_cast<std::ptrdiff_t>(options_.history_messages));
     }
-    auto spec =
-        conversation_spec_from(submission.conversation, fresh.agent, std::move(fresh.history));
+    auto spec = conversation_spec_from(options_, submission.conversation, fresh.agent,
+                                       std::move(fresh.history));
     if (spec && submission.conversation.id == 0) {
       spec->unstored = submission.conversation;
       spec->unstored_history = std::move(to_store);
@@ -510,41 +570,14 @@ asio::awaitable<expected<prompt_context_view>> chat_service::context(std::string
       co_return view;
     }
   }
-  // Rebuilt as the conversation would load (make_conversation).
-  auto& reads = *options_.reads;
-  auto conversation = reads.with([&](storage::connection& c) {
-    return storage::find_conversation_by_uuid_any_owner(c, conversation_id);
-  });
-  if (!conversation) {
-    co_return tl::unexpected(conversation.error());
+  // Rebuilt as the conversation would load, off the shard.
+  auto loading = load_stored(shared_options_, std::move(conversation_id));
+  auto stored = co_await std::move(loading);
+  if (!stored) {
+    co_return tl::unexpected(stored.error());
   }
-  auto* catalog = options_.catalog.get();
-  auto agent =
-      catalog ? catalog->agent(conversation->agent_id) : reads.with([&](storage::connection& c) {
-        return storage::find_agent(c, conversation->agent_id);
-      });
-  if (!agent) {
-    co_return tl::unexpected(agent.error());
-  }
-  auto queued = reads.with(
-      [&](storage::connection& c) { return storage::queued_run_ids(c, conversation->id); });
-  if (!queued) {
-    co_return tl::unexpected(queued.error());
-  }
-  auto spec = conversation_spec_from(*conversation, *agent, {});
-  if (!spec) {
-    co_return tl::unexpected(spec.error());
-  }
-  const auto budget = load_budget(spec->agent);
-  auto history = reads.with([&](storage::connection& c) {
-    return storage::load_prompt_history(c, conversation->id, options_.history_messages, budget,
-                                        *queued);
-  });
-  if (!history) {
-    co_return tl::unexpected(history.error());
-  }
-  auto view = prompt_context_of(*spec, history->messages, "stored");
-  view.run_active = !queued->empty();
+  auto view = prompt_context_of(stored->spec, stored->spec.history, "stored");
+  view.run_active = stored->runs_queued;
   co_return view;
 }
 

@@ -300,6 +300,7 @@ void node::impl::start_channels() {
   channel_service_options channel_options;
   channel_options.writer = store_writer;
   channel_options.reads = db_reads;
+  channel_options.blocking = blocking;
   channel_options.catalog = catalog_rows;
   channel_options.chat = chat_facade;
   channel_options.approvals = approvals;

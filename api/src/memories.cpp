@@ -554,6 +554,44 @@ asio::awaitable<http_response> memory_revisions(state_ptr state, request_context
   co_return answer;
 }
 
+/// An evidence row with the public ids of the conversation and run it points at (null
+/// when it points at none, or at one that is gone).
+struct evidence_row {
+  storage::memory_evidence_record record;
+  std::optional<std::string> conversation;
+  std::optional<std::string> run;
+};
+
+/// A page of an item's evidence with its total, each row's conversation and run looked up
+/// on the same connection (one job off the shard for the whole page).
+expected<counted_rows<evidence_row>>
+read_evidence_page(storage::connection& c, storage::row_id memory, const storage::page& p) {
+  auto page = read_counted(
+      c, [&](auto& conn) { return storage::list_memory_evidence(conn, memory, p); },
+      [&](auto& conn) { return storage::count_memory_evidence(conn, memory); });
+  if (!page) {
+    return tl::unexpected(page.error());
+  }
+  counted_rows<evidence_row> out;
+  out.total = page->total;
+  out.rows.reserve(page->rows.size());
+  for (auto& e : page->rows) {
+    evidence_row row{std::move(e), std::nullopt, std::nullopt};
+    if (row.record.conversation_id) {
+      if (auto conversation = storage::find_conversation(c, *row.record.conversation_id)) {
+        row.conversation = std::move(conversation->uuid);
+      }
+    }
+    if (row.record.run_id) {
+      if (auto run = storage::find_run(c, *row.record.run_id)) {
+        row.run = std::move(run->uuid);
+      }
+    }
+    out.rows.push_back(std::move(row));
+  }
+  return out;
+}
+
 asio::awaitable<http_response> memory_evidence(state_ptr state, request_context& ctx,
                                                api_caller caller) {
   auto item = visible_item(state, ctx, caller);
@@ -564,46 +602,34 @@ asio::awaitable<http_response> memory_evidence(state_ptr state, request_context&
   if (auto wrong = read_page(ctx.request(), p)) {
     co_return *wrong;
   }
-  auto answering = page_off_shard(
-      state, p, [=](auto& c) { return storage::list_memory_evidence(c, item->id, p); },
-      [=](auto& c) { return storage::count_memory_evidence(c, item->id); },
-      [&](json_writer& w, const storage::memory_evidence_record& e) {
-        w.begin_object();
-        w.key("id").value(e.id);
-        w.key("relation").value(e.relation);
-        w.key("conversation_id");
-        auto conversation =
-            e.conversation_id
-                ? read(state,
-                       [&](auto& c) { return storage::find_conversation(c, *e.conversation_id); })
-                : expected<storage::conversation_record>(
-                      tl::unexpected(error{errc::not_found, ""}));
-        if (conversation) {
-          w.value(conversation->uuid);
-        } else {
-          w.value(nullptr);
-        }
-        w.key("message_id");
-        if (e.message_id) {
-          w.value(*e.message_id);
-        } else {
-          w.value(nullptr);
-        }
-        w.key("run_id");
-        auto run = e.run_id
-                       ? read(state, [&](auto& c) { return storage::find_run(c, *e.run_id); })
-                       : expected<storage::run_record>(tl::unexpected(error{errc::not_found, ""}));
-        if (run) {
-          w.value(run->uuid);
-        } else {
-          w.value(nullptr);
-        }
-        w.key("source").value(e.source);
-        w.key("created_at").value(e.created_at);
-        w.end_object();
-      });
-  auto answer = co_await std::move(answering);
-  co_return answer;
+  auto reading = read_off_shard(
+      state, [memory = item->id, p](auto& c) { return read_evidence_page(c, memory, p); });
+  auto read = co_await std::move(reading);
+  if (!read) {
+    co_return error_response(read.error());
+  }
+  const auto nullable = [](json_writer& w, const auto& value) {
+    if (value) {
+      w.value(*value);
+    } else {
+      w.value(nullptr);
+    }
+  };
+  co_return page_answer(read->rows, read->total, p, [&](json_writer& w, const evidence_row& row) {
+    const auto& e = row.record;
+    w.begin_object();
+    w.key("id").value(e.id);
+    w.key("relation").value(e.relation);
+    w.key("conversation_id");
+    nullable(w, row.conversation);
+    w.key("message_id");
+    nullable(w, e.message_id);
+    w.key("run_id");
+    nullable(w, row.run);
+    w.key("source").value(e.source);
+    w.key("created_at").value(e.created_at);
+    w.end_object();
+  });
 }
 
 } // namespace

@@ -199,6 +199,8 @@ TEST_CASE("a run's files are copied on the blocking pool, not on the conversatio
       "arguments":{"path":"notes.md","content":"# notes\n"}}]}},
     {"match":{"has_tool_result":true},"reply":{"text":"Wrote notes.md."}}])",
                10min, 50ms, 100, {}, true, pool);
+  // The conversation is live first: loading it reads on the pool too.
+  REQUIRE(w.say("write notes").status == storage::run_status::succeeded);
   // The pool's only thread is held, so a copy handed to the pool waits in its queue.
   std::promise<void> release;
   auto started = std::make_shared<std::atomic<bool>>(false);

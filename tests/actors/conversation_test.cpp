@@ -1,7 +1,12 @@
 #include <catch2/catch.hpp>
 
 #include <atomic>
+#include <functional>
 #include <thread>
+
+#include <boost/asio/steady_timer.hpp>
+#include <boost/asio/this_coro.hpp>
+#include <boost/asio/use_awaitable.hpp>
 
 #include "actors/run_fixture.hpp"
 #include "troupe/actors/conversation.hpp"
@@ -37,17 +42,45 @@ actors::run_result say(caf::actor_system& system, const actors::conversation_act
   return out;
 }
 
+/// `spec`, ready after `delay` (a load that takes a while): what a registry's factory
+/// awaits.
+boost::asio::awaitable<expected<actors::conversation_spec>>
+spec_after(actors::conversation_spec spec, std::chrono::milliseconds delay) {
+  boost::asio::steady_timer timer(co_await boost::asio::this_coro::executor, delay);
+  auto waited = timer.async_wait(boost::asio::use_awaitable);
+  co_await std::move(waited);
+  co_return spec;
+}
+
+/// A registry factory that loads `make(id)` on `w`'s io thread, taking `delay`, and
+/// counts its loads in `loads`.
+actors::conversation_factory
+loading_factory(run_world& w, std::function<actors::conversation_spec(const std::string&)> make,
+                std::shared_ptr<std::atomic<int>> loads,
+                std::chrono::milliseconds delay = std::chrono::milliseconds(0)) {
+  actors::conversation_factory f;
+  f.take_prepared = [](caf::actor_system&, const std::string&) {
+    return actors::conversation_actor{};
+  };
+  f.load = [make = std::move(make), loads, delay](std::string id) {
+    ++*loads;
+    return spec_after(make(id), delay);
+  };
+  f.executor = [&w]() -> boost::asio::any_io_executor { return w.http()->get_executor(); };
+  return f;
+}
+
 } // namespace
 
 TEST_CASE("concurrent first messages to a new conversation create one conversation actor",
           "[actors][conversation][registry]") {
   run_world w(R"([{"reply":{"text":"hello"}}])");
   auto spawned = std::make_shared<std::atomic<int>>(0);
+  // The load takes 50 ms: the other requests arrive while it runs, and wait for it.
   actors::conversation_registry registry(
-      w.system(), [&w, spawned](caf::actor_system& system, const std::string& id) {
-        ++*spawned;
-        return actors::spawn_conversation(system, conversation_for(w, id));
-      });
+      w.system(),
+      loading_factory(
+          w, [&w](const std::string& id) { return conversation_for(w, id); }, spawned, 50ms));
   std::vector<actors::conversation_actor> seen(8);
   std::vector<std::thread> askers;
   for (std::size_t i = 0; i < seen.size(); ++i) {
@@ -127,13 +160,14 @@ TEST_CASE("an idle conversation passivates and the registry spawns it again",
           "[actors][conversation][registry]") {
   run_world w(R"([{"reply":{"text":"hello"}}])");
   auto spawned = std::make_shared<std::atomic<int>>(0);
-  actors::conversation_registry registry(
-      w.system(), [&w, spawned](caf::actor_system& system, const std::string& id) {
-        ++*spawned;
-        auto spec = conversation_for(w, id);
-        spec.idle_ttl = 100ms;
-        return actors::spawn_conversation(system, std::move(spec));
-      });
+  actors::conversation_registry registry(w.system(), loading_factory(
+                                                         w,
+                                                         [&w](const std::string& id) {
+                                                           auto spec = conversation_for(w, id);
+                                                           spec.idle_ttl = 100ms;
+                                                           return spec;
+                                                         },
+                                                         spawned));
   caf::scoped_actor self{w.system()};
   auto get = [&] {
     actors::conversation_actor out;
@@ -215,9 +249,9 @@ TEST_CASE("stopping the registry ends live conversations and cancels their runs"
   // The model stalls for a minute after its first chunk: the run is still in flight.
   run_world w(R"([{"reply":{"text":"never finished in time"},"fault":"stall:60000:1"}])");
   actors::conversation_registry registry(
-      w.system(), [&w](caf::actor_system& system, const std::string& id) {
-        return actors::spawn_conversation(system, conversation_for(w, id));
-      });
+      w.system(), loading_factory(
+                      w, [&w](const std::string& id) { return conversation_for(w, id); },
+                      std::make_shared<std::atomic<int>>(0)));
   actors::conversation_actor conversation;
   {
     caf::scoped_actor self{w.system()};

@@ -33,6 +33,8 @@ namespace troupe::actors {
 struct channel_service_options {
   store_writer_actor writer;
   std::shared_ptr<storage::read_pool> reads;
+  /// Where threads read what they load when they wake (null: on their shard).
+  std::shared_ptr<tools::blocking_pool> blocking;
   std::shared_ptr<storage::catalog_cache> catalog;
   std::shared_ptr<chat_facade> chat;
   /// Where `/approve ID` and `/deny ID` hand their decision (issue 19); null: the

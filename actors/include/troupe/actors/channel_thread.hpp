@@ -36,6 +36,10 @@
 #include "troupe/storage/channels.hpp"
 #include "troupe/storage/database.hpp"
 
+namespace troupe::tools {
+class blocking_pool;
+} // namespace troupe::tools
+
 namespace troupe::actors {
 
 /// What the outbox does with a part that cannot be sent at once.
@@ -68,6 +72,9 @@ struct channel_thread_context {
   caf::actor_system* system = nullptr;
   store_writer_actor writer;
   std::shared_ptr<storage::read_pool> reads;
+  /// Where a thread that wakes reads its binding (its thread row and conversation), so
+  /// that the read does not hold its shard. Null: on the thread's own shard (tests).
+  std::shared_ptr<tools::blocking_pool> blocking;
   std::shared_ptr<storage::catalog_cache> catalog;
   std::shared_ptr<chat_facade> chat;
   /// Decisions of `/approve ID` and `/deny ID` (issue 19); null: none over channels.

@@ -129,8 +129,8 @@ public:
                                                 const std::string& run_id);
 
   /// What the conversation's next prompt would carry (chat_facade::context): asked of
-  /// the live conversation, never spawning one; else rebuilt from the database (read on
-  /// the calling thread through the read pool, as the conversation would load).
+  /// the live conversation, never spawning one; else rebuilt from the database as the
+  /// conversation would load (on the blocking pool).
   boost::asio::awaitable<expected<prompt_context_view>> context(std::string conversation_id);
 
   /// Ends every conversation (each cancels its active run). Call before the actor
@@ -146,11 +146,9 @@ private:
   /// started it (a thread the senders share), else 0 (the owner's).
   static storage::row_id resumed_memory_user(storage::read_pool& reads,
                                              const std::string& run_uuid);
-  expected<conversation_actor> make_conversation(caf::actor_system& system, const std::string& id);
-  /// The spec of a conversation from its rows and history.
-  expected<conversation_spec>
-  conversation_spec_from(const storage::conversation_record& conversation,
-                         const storage::agent_record& agent, std::vector<chat_message> history);
+  /// The spec prepared for `id` by its first message (`chat_submission::fresh`), spawned;
+  /// an invalid handle when there is none (the registry then loads it from storage).
+  conversation_actor take_prepared(caf::actor_system& system, const std::string& id);
 
   /// Specs of conversations created with their first message, taken by the registry's
   /// factory instead of reading the rows back (see `chat_submission::fresh`).
@@ -160,6 +158,8 @@ private:
 
   caf::actor_system& system_;
   chat_service_options options_;
+  /// A copy of `options_` that loads own (they may outlive their awaiter).
+  std::shared_ptr<const chat_service_options> shared_options_;
   std::shared_ptr<run_directory> directory_;
   std::unique_ptr<conversation_registry> registry_;
 };

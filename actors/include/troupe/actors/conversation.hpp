@@ -153,16 +153,27 @@ conversation_actor spawn_conversation(caf::actor_system& system, conversation_sp
 prompt_context_view prompt_context_of(const conversation_spec& spec,
                                       const std::vector<chat_message>& history, std::string source);
 
-/// Makes the conversation actor for an id (loads or creates what it needs); an invalid
-/// handle when it cannot.
-using conversation_factory =
-    std::function<conversation_actor(caf::actor_system&, const std::string&)>;
+/// How a registry shard makes the conversation actor of an id that is not live.
+struct conversation_factory {
+  /// A conversation whose spec is at hand (one created with its first message, see
+  /// `chat_submission::fresh`): spawned at once; an invalid handle when there is none.
+  std::function<conversation_actor(caf::actor_system&, const std::string&)> take_prepared;
+  /// Reads a passivated conversation's spec (its rows and history). Its reads must not
+  /// run on the calling thread (a shard's): the chat service runs them on the blocking
+  /// pool. Awaited on `executor()`.
+  std::function<boost::asio::awaitable<expected<conversation_spec>>(std::string)> load;
+  /// Where `load` is awaited: an io executor of the calling thread's shard.
+  std::function<boost::asio::any_io_executor()> executor;
+};
 
 /// A registry shard: (get_atom, id) -> the conversation (invalid: it cannot be made);
-/// (peek_atom, id) -> the conversation when it is live (invalid: it is not).
+/// (peek_atom, id) -> the conversation when it is live (invalid: it is not). A
+/// passivated conversation is loaded while the shard goes on serving other ids; the
+/// requests for an id that is loading all get the one actor made from the load.
 using conversation_shard_actor =
     caf::typed_actor<caf::replies_to<get_atom, std::string>::with<conversation_actor>,
-                     caf::replies_to<peek_atom, std::string>::with<conversation_actor>>;
+                     caf::replies_to<peek_atom, std::string>::with<conversation_actor>,
+                     io_completion_handler>;
 
 /// Routes conversation ids to registry shards.
 class conversation_registry {
