@@ -134,23 +134,53 @@ std::vector<storage::outbox_record> reply_rows(const thread_state& st, const std
   return rows;
 }
 
+storage::write_op with_stored_parts(storage::write_op op, std::vector<storage::outbox_record> rows,
+                                    std::shared_ptr<std::vector<storage::outbox_record>> stored) {
+  op.apply = [apply = std::move(op.apply), rows = std::move(rows),
+              stored](storage::connection& c) -> expected<std::int64_t> {
+    auto applied = apply(c);
+    if (!applied) {
+      return applied;
+    }
+    // A redone batch applies the write again: what it read the first time goes.
+    stored->clear();
+    for (const auto& p : rows) {
+      if (auto row = storage::find_outbox_part(c, p.run_uuid, p.part)) {
+        stored->push_back(std::move(*row));
+      }
+    }
+    return applied;
+  };
+  return op;
+}
+
 void queue_recorded(thread_self self, const std::vector<storage::outbox_record>& rows) {
-  auto& s = self->state;
-  // Read back: an entry of this (run, part) may be recorded and sent already (a steered
-  // message gets the result of the run it joined), or be a preview that owes an edit.
+  std::vector<storage::outbox_record> stored;
   for (const auto& p : rows) {
-    auto stored = s.spec.context->reads->with(
+    auto row = self->state.spec.context->reads->with(
         [&](storage::connection& c) { return storage::find_outbox_part(c, p.run_uuid, p.part); });
-    if (!stored || !(stored->status == "pending" || is_edit(*stored))) {
+    if (row) {
+      stored.push_back(std::move(*row));
+    }
+  }
+  queue_stored(self, std::move(stored));
+}
+
+void queue_stored(thread_self self, std::vector<storage::outbox_record> stored) {
+  auto& s = self->state;
+  // As stored: an entry of this (run, part) may be recorded and sent already (a steered
+  // message gets the result of the run it joined), or be a preview that owes an edit.
+  for (auto& row : stored) {
+    if (!(row.status == "pending" || is_edit(row))) {
       continue;
     }
     const bool queued = std::any_of(s.outbox.begin(), s.outbox.end(), [&](const auto& q) {
-      return q.id == stored->id && is_edit(q) == is_edit(*stored);
+      return q.id == row.id && is_edit(q) == is_edit(row);
     });
     // The entry in flight is looked at again once its send is recorded.
-    const bool in_flight = s.sending && !s.outbox.empty() && s.outbox.front().id == stored->id;
+    const bool in_flight = s.sending && !s.outbox.empty() && s.outbox.front().id == row.id;
     if (!queued && !in_flight) {
-      s.outbox.push_back(std::move(*stored));
+      s.outbox.push_back(std::move(row));
     }
   }
   pump_outbox(self);
@@ -172,10 +202,23 @@ void pump_outbox(thread_self self) {
   }
   st.sending = true;
   const auto id = st.outbox.front().id;
+  // The entry as stored once claimed (a preview may have taken its final text meanwhile),
+  // read back by the claim itself, on the writer's thread.
+  auto fresh = std::make_shared<std::optional<storage::outbox_record>>();
   store(self,
         storage::make_write("claim outbox entry",
-                            [id](storage::connection& c) { return storage::claim_outbox(c, id); }),
-        [self, id](write_result r) {
+                            [id, fresh](storage::connection& c) -> expected<void> {
+                              auto claimed = storage::claim_outbox(c, id);
+                              if (!claimed) {
+                                return claimed;
+                              }
+                              fresh->reset();
+                              if (auto row = storage::find_outbox(c, id)) {
+                                *fresh = std::move(*row);
+                              }
+                              return {};
+                            }),
+        [self, id, fresh](write_result r) {
           auto& s = self->state;
           if (!r) {
             // Not pending any more (sent, dead, or another life of this thread has it).
@@ -184,11 +227,8 @@ void pump_outbox(thread_self self) {
             settled(self, true);
             return;
           }
-          // As stored now: a preview may have taken its final text meanwhile.
-          auto fresh = s.spec.context->reads->with(
-              [&](storage::connection& c) { return storage::find_outbox(c, id); });
-          if (fresh) {
-            s.outbox.front() = std::move(*fresh);
+          if (*fresh) {
+            s.outbox.front() = std::move(**fresh);
           } else {
             ++s.outbox.front().attempts;
           }

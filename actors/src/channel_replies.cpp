@@ -84,7 +84,9 @@ void record_reply(thread_self self, storage::row_id inbound_id, const std::strin
         }
         return storage::set_inbound_status(c, inbound_id, "done");
       });
-  store(self, std::move(op), [self, parts, owed, run_id = result.run_id](write_result r) mutable {
+  auto stored = std::make_shared<std::vector<storage::outbox_record>>();
+  op = with_stored_parts(std::move(op), parts, stored);
+  store(self, std::move(op), [self, stored, owed, run_id = result.run_id](write_result r) mutable {
     auto& s = self->state;
     if (!*owed) {
       forget_preview(s, run_id); // no final edit to wait for: the preview (if any) is over
@@ -99,7 +101,7 @@ void record_reply(thread_self self, storage::row_id inbound_id, const std::strin
       touch(self);
       return;
     }
-    queue_recorded(self, parts);
+    queue_stored(self, std::move(*stored));
     refresh_archive(self);
     touch(self);
   });

@@ -197,9 +197,17 @@ std::vector<std::string> parts_of(const net::channel::channel_adapter& adapter,
 std::vector<storage::outbox_record> reply_rows(const thread_state& st, const std::string& key,
                                                const std::string& text,
                                                const std::string& reply_to);
-/// Queues the rows of `rows` as they are stored now (read back by (run, part)): a pending
-/// one to send, a sent one that owes its final edit to edit; then pumps the outbox.
+/// Queues the rows of `rows` as they are stored now (read back by (run, part) on the
+/// calling thread), as `queue_stored` does.
 void queue_recorded(thread_self self, const std::vector<storage::outbox_record>& rows);
+/// Queues outbox rows as stored: a pending one to send, a sent one that owes its final
+/// edit to edit; then pumps the outbox.
+void queue_stored(thread_self self, std::vector<storage::outbox_record> stored);
+/// `op`, after which each of `rows` is read back as stored (by its run and part, in the
+/// same transaction on the writer's thread) into `*stored`, for `queue_stored`: a
+/// recorded reply is queued without a read on the thread's shard.
+storage::write_op with_stored_parts(storage::write_op op, std::vector<storage::outbox_record> rows,
+                                    std::shared_ptr<std::vector<storage::outbox_record>> stored);
 /// Sends (or edits) the next due entry of the outbox.
 void pump_outbox(thread_self self);
 /// Nothing is in flight any more: a stop that waited for it goes on.
