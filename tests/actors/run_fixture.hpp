@@ -102,6 +102,9 @@ public:
     thread_ = std::thread([this] { io_.run(); });
   }
   ~run_world() {
+    // Actors of the test may still be ending and use the client (a run a refused message
+    // started, a conversation told to stop): they end first, as the node's do.
+    system_.await_all_actors_done();
     // The client lives on the io thread: destroy it there.
     std::promise<void> gone;
     asio::post(io_, [this, &gone] {
