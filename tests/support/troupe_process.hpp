@@ -46,17 +46,21 @@ public:
     if (::pipe2(pipe_fds, O_CLOEXEC) != 0) {
       throw std::runtime_error("pipe failed");
     }
+    // Everything the child needs is made before the fork: between fork and exec the child
+    // of a multithreaded process may only make async-signal-safe calls (an allocation
+    // there can wait forever on a malloc lock another thread held at the fork, which
+    // under ASan left a restarted troupe silent about one time in six).
+    std::string binary = TROUPE_BINARY;
+    std::vector<char*> argv;
+    argv.push_back(binary.data());
+    for (auto& a : args) {
+      argv.push_back(a.data());
+    }
+    argv.push_back(nullptr);
     pid_ = ::fork();
     if (pid_ == 0) {
       ::dup2(pipe_fds[1], STDERR_FILENO);
       ::dup2(pipe_fds[1], STDOUT_FILENO);
-      std::vector<char*> argv;
-      std::string binary = TROUPE_BINARY;
-      argv.push_back(binary.data());
-      for (auto& a : args) {
-        argv.push_back(a.data());
-      }
-      argv.push_back(nullptr);
       ::execv(binary.c_str(), argv.data());
       ::_exit(127);
     }
