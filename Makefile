@@ -17,7 +17,7 @@ CTEST_ARGS ?=
 # Debian packages troupe builds and runs with (stack.md). Boost is 1.81 on purpose:
 # libboost-dev is 1.74, which lacks what Asio coroutines need on g++ 12.
 APT_PACKAGES := build-essential cmake pkg-config ccache clang-format \
-  libcaf-dev libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev \
+  libcaf-dev libmimalloc-dev libboost1.81-dev libboost-json1.81-dev libboost-url1.81-dev \
   libsimdjson-dev libcurl4-openssl-dev libssl-dev libsqlite3-dev catch2 libbenchmark-dev \
   libexpected-dev libseccomp-dev libre2-dev bubblewrap libfmt-dev libcli11-dev libtomlplusplus-dev libyaml-cpp-dev \
   libxml2-dev libexpat1-dev \

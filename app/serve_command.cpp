@@ -15,6 +15,10 @@
 #include "troupe/runtime/malloc_arenas.hpp"
 #include "troupe/runtime/settings.hpp"
 
+#if defined(TROUPE_MIMALLOC)
+#include <mimalloc.h>
+#endif
+
 namespace troupe::app {
 
 namespace {
@@ -25,6 +29,7 @@ struct serve_options {
   bool print_config = false;
 };
 
+#if !defined(TROUPE_MIMALLOC)
 void log_arena_limit(const arena_limit& limit) {
   switch (limit.source) {
     case arena_limit_source::setting:
@@ -38,6 +43,7 @@ void log_arena_limit(const arena_limit& limit) {
       break;
   }
 }
+#endif
 
 int serve(const serve_options& options) {
   auto resolved = resolve_settings(command_line_sources(options.config_file, options.flags));
@@ -50,11 +56,19 @@ int serve(const serve_options& options) {
     return 0;
   }
   log::configure(resolved->log_level, resolved->log_format);
+#if defined(TROUPE_MIMALLOC)
+  // glibc's arenas are not in use: mimalloc gives each thread its own heap and returns
+  // what it frees to the thread's pages (app/CMakeLists.txt).
+  const int v = mi_version();
+  log::info("malloc: mimalloc {}.{}.{} (actors.malloc_arenas applies to glibc's malloc only)",
+            v / 100, v / 10 % 10, v % 10);
+#else
   // Before the node's threads start, so that every one of them is bound to a limited arena.
   const auto& a = resolved->actors;
   const auto arenas = limit_malloc_arenas(
       a.malloc_arenas, a.scheduler_policy == "shards" ? a.shards : a.scheduler_threads);
   log_arena_limit(arenas);
+#endif
   actors::node node(std::move(*resolved), api::frontend());
   return node.run();
 }

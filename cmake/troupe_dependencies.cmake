@@ -20,6 +20,10 @@ find_package(CLI11 CONFIG REQUIRED)
 # SKILL.md front matter (libyaml-cpp-dev).
 find_package(yaml-cpp CONFIG REQUIRED)
 find_package(Threads REQUIRED)
+# The troupe executable's allocator (libmimalloc-dev; TROUPE_MIMALLOC in CMakeLists.txt).
+if(TROUPE_MIMALLOC)
+  find_package(mimalloc 2.0 CONFIG REQUIRED)
+endif()
 # web_fetch reads HTML with libxml2's HTML parser (libxml2-dev).
 find_package(LibXml2 REQUIRED)
 

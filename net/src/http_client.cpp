@@ -1,9 +1,12 @@
 #include "troupe/net/http_client.hpp"
 
+#include <algorithm>
+#include <atomic>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
 #include <unordered_map>
+#include <vector>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
@@ -113,19 +116,10 @@ struct curl_engine;
 struct transfer {
   explicit transfer(std::shared_ptr<curl_engine> owner, asio::any_io_executor ex)
       : engine(std::move(owner)), signal(ex) {}
-  ~transfer() {
-    if (easy != nullptr) {
-      curl_easy_cleanup(easy);
-    }
-    if (header_list != nullptr) {
-      curl_slist_free_all(header_list);
-    }
-    if (resolve_list != nullptr) {
-      curl_slist_free_all(resolve_list);
-    }
-  }
+  ~transfer();
 
   std::shared_ptr<curl_engine> engine;
+  // From the engine's pool of easy handles, returned to it (reset) when the transfer ends.
   CURL* easy = nullptr;
   curl_slist* header_list = nullptr;
   curl_slist* resolve_list = nullptr;
@@ -195,8 +189,44 @@ struct curl_engine : std::enable_shared_from_this<curl_engine> {
   asio::steady_timer timer;
   std::unordered_map<curl_socket_t, std::shared_ptr<socket_watch>> sockets;
   std::unordered_map<CURL*, std::shared_ptr<transfer>> live;
+  // Easy handles of ended transfers, reset, for the next ones: an easy handle is a few
+  // kilobytes allocated and initialised, and a model call would make one per request.
+  // A transfer may be let go on another thread than the engine's, hence the lock.
+  std::mutex idle_easy_mutex;
+  std::vector<CURL*> idle_easy;
+  bool idle_easy_closed = false;
   std::size_t connections_opened = 0;
+  std::atomic<std::size_t> easy_handles_made{0};
   bool stopped = false;
+
+  /// An easy handle with every option at its default: a pooled one, or a new one.
+  CURL* take_easy() {
+    {
+      std::lock_guard lock(idle_easy_mutex);
+      if (!idle_easy.empty()) {
+        CURL* e = idle_easy.back();
+        idle_easy.pop_back();
+        return e;
+      }
+    }
+    easy_handles_made.fetch_add(1, std::memory_order_relaxed);
+    return curl_easy_init();
+  }
+
+  /// Takes back an ended transfer's easy handle (out of the multi handle), up to as many
+  /// as the engine keeps connections; past that, or once shut down, it is freed.
+  void give_back_easy(CURL* e) {
+    const auto keep = static_cast<std::size_t>(std::max(1L, options.max_cached_connections));
+    curl_easy_reset(e);
+    {
+      std::lock_guard lock(idle_easy_mutex);
+      if (!idle_easy_closed && idle_easy.size() < keep) {
+        idle_easy.push_back(e);
+        return;
+      }
+    }
+    curl_easy_cleanup(e);
+  }
 
   // Removes every transfer (they fail as cancelled), stops watching and closes the multi
   // handle. Curl's callbacks are unhooked first: the engine may be going away inside the
@@ -218,6 +248,15 @@ struct curl_engine : std::enable_shared_from_this<curl_engine> {
       watch->descriptor.release();
     }
     sockets.clear();
+    std::vector<CURL*> pooled;
+    {
+      std::lock_guard lock(idle_easy_mutex);
+      idle_easy_closed = true;
+      pooled.swap(idle_easy);
+    }
+    for (CURL* e : pooled) {
+      curl_easy_cleanup(e);
+    }
     curl_multi_cleanup(multi);
     multi = nullptr;
   }
@@ -401,7 +440,7 @@ struct curl_engine : std::enable_shared_from_this<curl_engine> {
       return fail(errc::cancelled, "the HTTP client was shut down");
     }
     auto t = std::make_shared<transfer>(shared_from_this(), executor);
-    t->easy = curl_easy_init();
+    t->easy = take_easy();
     if (t->easy == nullptr) {
       return fail(errc::io_error, "curl_easy_init failed");
     }
@@ -472,6 +511,19 @@ struct curl_engine : std::enable_shared_from_this<curl_engine> {
     return t;
   }
 };
+
+transfer::~transfer() {
+  // The handle first: a reset lets go of the header lists it points to.
+  if (easy != nullptr) {
+    engine->give_back_easy(easy);
+  }
+  if (header_list != nullptr) {
+    curl_slist_free_all(header_list);
+  }
+  if (resolve_list != nullptr) {
+    curl_slist_free_all(resolve_list);
+  }
+}
 
 } // namespace detail
 
@@ -623,6 +675,10 @@ std::size_t http_client::active_transfers() const noexcept {
 
 std::size_t http_client::connections_opened() const noexcept {
   return engine_->connections_opened;
+}
+
+std::size_t http_client::easy_handles_made() const noexcept {
+  return engine_->easy_handles_made.load(std::memory_order_relaxed);
 }
 
 asio::awaitable<expected<http_stream>> http_client::open(http_client_request request) {

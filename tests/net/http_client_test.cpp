@@ -1,5 +1,7 @@
 #include <chrono>
+#include <exception>
 #include <string>
+#include <vector>
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/steady_timer.hpp>
@@ -146,4 +148,69 @@ TEST_CASE("a transfer pinned with resolve entries connects to the given address 
   unpinned.url = "http://unpinned.invalid:" + port + "/v1/models";
   unpinned.deadlines.total = 10s;
   CHECK(run_until_done(io, opened(http, unpinned)).starts_with("error: "));
+}
+
+TEST_CASE("an ended transfer's easy handle serves the next request, with none of the last "
+          "one's options",
+          "[net][http_client][integration]") {
+  mock_llm_fixture mock;
+  asio::io_context io;
+  http_client http(io.get_executor());
+  auto chat = [&](std::vector<http_header> extra) {
+    http_client_request req;
+    req.method = http_method::post;
+    req.url = mock.base_url() + "/chat/completions";
+    req.headers = {{"Content-Type", "application/json"}};
+    for (auto& h : extra) {
+      req.headers.push_back(std::move(h));
+    }
+    req.body = R"({"model":"m","messages":[{"role":"user","content":"go"}]})";
+    return req;
+  };
+  auto answer_words = [](const http_client_response& r) {
+    std::vector<stream_event> events;
+    (void)decode_openai_completion(r.body, events);
+    std::string text;
+    for (const auto& e : events) {
+      text += e.text;
+    }
+    std::size_t words = text.empty() ? 0 : 1;
+    for (char c : text) {
+      words += c == ' ' ? 1 : 0;
+    }
+    return words;
+  };
+  // The first request asks the mock for 7 tokens by header; the second, on the same
+  // (reset) handle, sends no such header and gets the mock's default of 16.
+  auto first = run_until_done(io, http.fetch(chat({{"X-Mock-Tokens", "7"}})));
+  REQUIRE(first);
+  CHECK(answer_words(*first) == 7);
+  auto second = run_until_done(io, http.fetch(chat({})));
+  REQUIRE(second);
+  CHECK(answer_words(*second) == 16);
+  auto models = http_client_request{};
+  models.url = mock.base_url() + "/models";
+  auto third = run_until_done(io, http.fetch(std::move(models)));
+  REQUIRE(third);
+  CHECK(third->status == 200);
+  CHECK(http.easy_handles_made() == 1);
+  // Three at once need three handles: the pooled one and two new ones.
+  int ended = 0;
+  int succeeded = 0;
+  for (int i = 0; i < 3; ++i) {
+    asio::co_spawn(io, http.fetch(chat({})),
+                   [&](std::exception_ptr e, expected<http_client_response> r) {
+                     ++ended;
+                     succeeded += !e && r && r->status == 200 ? 1 : 0;
+                   });
+  }
+  while (ended < 3) {
+    if (io.stopped()) {
+      io.restart();
+    }
+    io.run_one();
+  }
+  CHECK(succeeded == 3);
+  CHECK(http.easy_handles_made() == 3);
+  CHECK(http.active_transfers() == 0);
 }

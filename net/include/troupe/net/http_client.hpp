@@ -150,6 +150,8 @@ public:
   std::size_t active_transfers() const noexcept;
   /// Connections libcurl opened so far (a measure of connection reuse).
   std::size_t connections_opened() const noexcept;
+  /// libcurl easy handles made so far: an ended transfer's handle, reset, serves the next.
+  std::size_t easy_handles_made() const noexcept;
 
   asio::any_io_executor get_executor() const;
 
