@@ -10,6 +10,7 @@
 
 #include <boost/asio/as_tuple.hpp>
 #include <boost/asio/posix/stream_descriptor.hpp>
+#include <boost/asio/post.hpp>
 #include <boost/asio/steady_timer.hpp>
 #include <boost/asio/use_awaitable.hpp>
 #include <curl/curl.h>
@@ -371,6 +372,16 @@ struct curl_engine : std::enable_shared_from_this<curl_engine> {
     auto* self = static_cast<curl_engine*>(userp);
     if (timeout_ms < 0) {
       self->timer.cancel();
+      return 0;
+    }
+    if (timeout_ms == 0) {
+      // "As soon as possible": a post, not a timer (no timer queue or timerfd update).
+      self->timer.cancel();
+      asio::post(self->executor, [weak = self->weak_from_this()] {
+        if (auto engine = weak.lock()) {
+          engine->action(CURL_SOCKET_TIMEOUT, 0);
+        }
+      });
       return 0;
     }
     self->timer.expires_after(std::chrono::milliseconds(timeout_ms));
