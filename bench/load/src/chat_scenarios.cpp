@@ -232,6 +232,10 @@ struct agent_load_state {
   request_template base;
   std::vector<std::string> conversations;
   std::size_t next = 0;
+  // The first run that did not count, with the start of troupe's answer (its error), for
+  // the report: a count by kind alone does not say why.
+  std::mutex failure_mutex;
+  std::string first_failure;
 };
 
 asio::awaitable<std::optional<std::string>> agent_run(net::http_client& client, agent_load_state* s,
@@ -248,7 +252,16 @@ asio::awaitable<std::optional<std::string>> agent_run(net::http_client& client, 
   if (failure) {
     co_return failure;
   }
-  co_return check_agent_outcome(body);
+  auto verdict = check_agent_outcome(body);
+  if (verdict) {
+    const std::lock_guard lock(s->failure_mutex);
+    if (s->first_failure.empty()) {
+      constexpr std::size_t shown = 600;
+      s->first_failure =
+          fmt::format("{}: {}{}", *verdict, body.substr(0, shown), body.size() > shown ? "…" : "");
+    }
+  }
+  co_return verdict;
 }
 
 // -- the mock's own time for one run's two model calls --
@@ -562,6 +575,7 @@ expected<agent_level> run_agent_level(const scenario_options& o, local_mock& moc
   if (auto warmed = warm_up(o, *troupe, work, warmup_runs, "warm-up runs"); !warmed) {
     return tl::unexpected(warmed.error());
   }
+  s.first_failure.clear(); // the warm-up's do not count
   // Idle: after the warm-up, once the warm-up's journals and conversations have left
   // memory (agent_settings: 1 s).
   std::this_thread::sleep_for(2s);
@@ -595,6 +609,10 @@ expected<agent_level> run_agent_level(const scenario_options& o, local_mock& moc
     } else {
       out.problems.push_back(c.error().message);
     }
+  }
+  if (!s.first_failure.empty()) {
+    report.notes.push_back(
+        fmt::format("{}: the first run that did not count: {}", level, s.first_failure));
   }
   const auto mock_calls = meter.finish();
   if (mock_calls != 2 * out.load.succeeded && out.load.failed == 0) {
