@@ -23,6 +23,7 @@
 using namespace troupe;
 using namespace troupe::net;
 using namespace std::chrono_literals;
+using troupe::test::count_words;
 using troupe::test::mock_llm_fixture;
 using troupe::test::run_until_done;
 
@@ -91,11 +92,7 @@ TEST_CASE("a slow reader pauses the transfer at the buffer bound and loses nothi
   // 3000 words of ~300-byte chunks: far more than the bound, read in bounded pieces.
   CHECK(r.bytes > 500'000);
   CHECK(r.largest_read <= 4096 + CURL_MAX_WRITE_SIZE);
-  std::size_t words = 1;
-  for (char c : r.text) {
-    words += c == ' ' ? 1 : 0;
-  }
-  CHECK(words == 3000);
+  CHECK(count_words(r.text) == 3000);
   CHECK(mock.stats().streams_completed == 1);
 }
 
@@ -174,11 +171,7 @@ TEST_CASE("an ended transfer's easy handle serves the next request, with none of
     for (const auto& e : events) {
       text += e.text;
     }
-    std::size_t words = text.empty() ? 0 : 1;
-    for (char c : text) {
-      words += c == ' ' ? 1 : 0;
-    }
-    return words;
+    return count_words(text);
   };
   // The first request asks the mock for 7 tokens by header; the second, on the same
   // (reset) handle, sends no such header and gets the mock's default of 16.

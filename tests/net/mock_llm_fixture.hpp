@@ -9,6 +9,7 @@
 #include <optional>
 #include <stdexcept>
 #include <string>
+#include <string_view>
 #include <thread>
 
 #include <boost/asio/co_spawn.hpp>
@@ -19,6 +20,15 @@
 #include "troupe/mock/mock_llm_server.hpp"
 
 namespace troupe::test {
+
+/// Words in a mock answer (the mock's tokens are words separated by single spaces).
+inline std::size_t count_words(std::string_view text) {
+  std::size_t n = text.empty() ? 0 : 1;
+  for (char c : text) {
+    n += c == ' ' ? 1 : 0;
+  }
+  return n;
+}
 
 namespace asio = boost::asio;
 

@@ -17,6 +17,7 @@ using namespace troupe;
 using namespace troupe::net;
 using namespace troupe::mock;
 using namespace std::chrono_literals;
+using troupe::test::count_words;
 using troupe::test::mock_llm_fixture;
 using troupe::test::run_until_done;
 using troupe::test::wait_until;
@@ -69,14 +70,6 @@ run_result run(const provider_config& config, completion_request request) {
   return run_until_done(io, complete_on(http, config, std::move(request)));
 }
 
-std::size_t words(const std::string& text) {
-  std::size_t n = text.empty() ? 0 : 1;
-  for (char c : text) {
-    n += c == ' ' ? 1 : 0;
-  }
-  return n;
-}
-
 std::size_t count(const std::vector<stream_event>& events, stream_event::kind k) {
   std::size_t n = 0;
   for (const auto& e : events) {
@@ -95,7 +88,7 @@ TEST_CASE("an OpenAI stream from mock-llm arrives token by token with usage",
   INFO((r.outcome.failure ? r.outcome.failure->message : std::string()));
   REQUIRE(r.outcome.ok());
   CHECK(r.outcome.attempts == 1);
-  CHECK(words(r.outcome.answer.text) == 20);
+  CHECK(count_words(r.outcome.answer.text) == 20);
   CHECK(r.outcome.answer.text.starts_with("mock-llm reply 1 to: hello there"));
   CHECK(count(r.events, stream_event::kind::text_delta) == 20);
   REQUIRE(r.outcome.answer.usage);
@@ -113,7 +106,7 @@ TEST_CASE("an Anthropic stream from mock-llm decodes to the same answer",
                                 {{"X-Mock-Tokens", "12"}, {"X-Mock-Chunk-Tokens", "5"}}),
                      ask("hi"));
   REQUIRE(r.outcome.ok());
-  CHECK(words(r.outcome.answer.text) == 12);
+  CHECK(count_words(r.outcome.answer.text) == 12);
   CHECK(count(r.events, stream_event::kind::text_delta) == 3);
   REQUIRE(r.outcome.answer.usage);
   CHECK(r.outcome.answer.usage->completion_tokens == 12);
@@ -129,7 +122,7 @@ TEST_CASE("whole (non-streamed) answers work on both wires and reuse the connect
     auto r = run_until_done(
         io, complete_on(http, config_for(mock, type, {{"X-Mock-Tokens", "7"}}), ask("x", false)));
     REQUIRE(r.outcome.ok());
-    CHECK(words(r.outcome.answer.text) == 7);
+    CHECK(count_words(r.outcome.answer.text) == 7);
     REQUIRE(r.outcome.answer.usage);
     CHECK(r.outcome.answer.usage->completion_tokens == 7);
   }
@@ -273,7 +266,7 @@ TEST_CASE("a reset mid-stream is connection_lost, keeps what arrived and is not 
     CHECK(r.outcome.failure->kind == provider_failure::connection_lost);
     CHECK(r.outcome.attempts == 1);
     CHECK_FALSE(r.outcome.answer.text.empty());
-    CHECK(words(r.outcome.answer.text) < 50);
+    CHECK(count_words(r.outcome.answer.text) < 50);
     CHECK_FALSE(r.outcome.answer.finish);
   }
 }
@@ -288,7 +281,7 @@ TEST_CASE("a malformed JSON chunk is malformed_response and keeps the text befor
   CHECK(r.outcome.failure->kind == provider_failure::malformed_response);
   CHECK(r.outcome.attempts == 1);
   // Events 1..3 after the role chunk were text: three words.
-  CHECK(words(r.outcome.answer.text) == 3);
+  CHECK(count_words(r.outcome.answer.text) == 3);
 }
 
 TEST_CASE("a stall longer than the idle deadline is a timeout with the partial answer",
@@ -323,7 +316,7 @@ TEST_CASE("a stream without [DONE] but with its finish reason is a complete answ
     const auto r = run(
         config_for(mock, type, {{"X-Mock-Fault", "no-done"}, {"X-Mock-Tokens", "6"}}), ask("x"));
     REQUIRE(r.outcome.ok());
-    CHECK(words(r.outcome.answer.text) == 6);
+    CHECK(count_words(r.outcome.answer.text) == 6);
     REQUIRE(r.outcome.answer.usage);
     CHECK(r.outcome.answer.usage->completion_tokens == 6);
   }
@@ -339,7 +332,7 @@ TEST_CASE("data lines split at arbitrary byte boundaries decode to the same answ
     REQUIRE(r.outcome.ok());
     CHECK(r.outcome.answer.text.starts_with("mock-llm reply "));
     CHECK(r.outcome.answer.text.find(" to: split me") != std::string::npos);
-    CHECK(words(r.outcome.answer.text) == 8);
+    CHECK(count_words(r.outcome.answer.text) == 8);
   }
 }
 
@@ -352,7 +345,7 @@ TEST_CASE("max_tokens cuts the answer and is reported as truncated",
     const auto r = run(config_for(mock, type, {{"X-Mock-Tokens", "40"}}), req);
     REQUIRE(r.outcome.failure);
     CHECK(r.outcome.failure->kind == provider_failure::truncated);
-    CHECK(words(r.outcome.answer.text) == 5);
+    CHECK(count_words(r.outcome.answer.text) == 5);
     CHECK(*r.outcome.answer.finish == finish_reason::length);
   }
 }
