@@ -141,7 +141,9 @@ expected<void> node::impl::open_storage() {
   db_writer = std::make_shared<storage::connection>(std::move(*conn));
   // Checkpoints leave the writer's commits for a thread of their own.
   auto checkpoints = storage::wal_checkpointer::start(
-      path, *db_writer, {.checkpoint_frames = static_cast<int>(config.storage.checkpoint_frames)});
+      path, *db_writer,
+      {.checkpoint_frames = static_cast<int>(config.storage.checkpoint_frames),
+       .restart_frames = static_cast<int>(config.storage.wal_restart_frames)});
   if (!checkpoints) {
     return tl::unexpected(checkpoints.error());
   }

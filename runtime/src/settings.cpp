@@ -343,6 +343,11 @@ const std::vector<setting_spec>& specs() {
         "storage.checkpoint_frames",
         "WAL frames beyond which a checkpoint runs (on its own thread, not in a commit)",
         [](settings& s) -> unsigned& { return s.storage.checkpoint_frames; }, 1u, 1'000'000u));
+    t.push_back(integer_spec<unsigned>(
+        "storage.wal_restart_frames",
+        "WAL frames beyond which the writer copies back the rest itself so that the log "
+        "restarts (at least storage.checkpoint_frames)",
+        [](settings& s) -> unsigned& { return s.storage.wal_restart_frames; }, 1u, 10'000'000u));
     t.push_back(rate_spec(
         "api.rate_per_second", "requests per second each token may make on average",
         [](settings& s) -> double& { return s.api.rate_per_second; }, 0.0));

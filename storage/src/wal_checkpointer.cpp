@@ -2,6 +2,7 @@
 
 #include <sqlite3.h>
 
+#include <algorithm>
 #include <condition_variable>
 #include <mutex>
 #include <thread>
@@ -16,55 +17,99 @@ namespace troupe::storage {
 struct wal_checkpointer::shared_state {
   wal_checkpointer_options options;
   connection db;
+  sqlite3* writer = nullptr; // the writer's handle, used only inside its own commit hook
   std::mutex mutex;
   std::condition_variable wake;
-  bool requested = false;       // guarded by mutex
-  bool stopping = false;        // guarded by mutex
-  wal_checkpointer_stats stats; // guarded by mutex
+  bool requested = false;         // guarded by mutex
+  bool stopping = false;          // guarded by mutex
+  bool checkpointing = false;     // either thread's checkpoint is under way; guarded by mutex
+  int backfilled = 0;             // frames of the current log copied back; guarded by mutex
+  int next_writer_checkpoint = 0; // log size for the writer's own checkpoint; guarded by mutex
+  wal_checkpointer_stats stats;   // guarded by mutex
   std::thread thread;
 
   // On the writer's thread, after each of its commits: cheap unless a checkpoint is due.
   void on_commit(int frames) {
-    const std::lock_guard lock(mutex);
-    stats.last_wal_frames = frames;
-    if (frames > stats.largest_wal_frames) {
-      stats.largest_wal_frames = frames;
+    std::unique_lock lock(mutex);
+    if (frames < stats.last_wal_frames) {
+      // The log is being written from its start again: nothing of it is copied yet.
+      ++stats.restarts;
+      backfilled = 0;
+      next_writer_checkpoint = options.restart_frames;
     }
-    if (frames < options.checkpoint_frames || requested || stopping) {
+    stats.last_wal_frames = frames;
+    stats.largest_wal_frames = std::max(stats.largest_wal_frames, frames);
+    if (stopping) {
       return;
     }
-    requested = true;
-    wake.notify_one();
+    if (frames >= next_writer_checkpoint) {
+      // No new request for the thread from here: once its checkpoint under way ends, the
+      // next commit copies the rest here, where nothing can be appended meanwhile.
+      if (checkpointing) {
+        return;
+      }
+      checkpointing = true;
+      lock.unlock();
+      int log = 0;
+      int copied = 0;
+      const int rc =
+          sqlite3_wal_checkpoint_v2(writer, nullptr, SQLITE_CHECKPOINT_PASSIVE, &log, &copied);
+      lock.lock();
+      checkpointing = false;
+      record(rc, log, copied, writer);
+      ++stats.writer_checkpoints;
+      // A reader still using the log keeps it from restarting; try again only after
+      // another checkpoint's worth of frames, not after every commit.
+      next_writer_checkpoint = frames + options.checkpoint_frames;
+      if (requested) {
+        wake.notify_one();
+      }
+      return;
+    }
+    if (frames - backfilled >= options.checkpoint_frames && !requested) {
+      requested = true;
+      wake.notify_one();
+    }
+  }
+
+  // Under the mutex, after a checkpoint on `handle` returned `rc`.
+  void record(int rc, int log, int copied, sqlite3* handle) {
+    if (rc == SQLITE_OK) {
+      ++stats.checkpoints;
+      if (log >= 0 && copied == log) {
+        ++stats.complete;
+      }
+      // `copied` counts every copied frame of the log, the earlier checkpoints' too.
+      const int before = copied >= backfilled ? backfilled : 0;
+      stats.frames_copied += static_cast<std::uint64_t>(std::max(copied - before, 0));
+      backfilled = std::max(copied, 0);
+    } else if (rc == SQLITE_BUSY) {
+      ++stats.busy;
+    } else {
+      ++stats.failures;
+      log::warn("WAL checkpoint failed: {} (code {})", sqlite3_errmsg(handle), rc);
+    }
   }
 
   void run() {
     std::unique_lock lock(mutex);
     for (;;) {
-      wake.wait(lock, [&] { return requested || stopping; });
+      wake.wait(lock, [&] { return (requested && !checkpointing) || stopping; });
       if (stopping) {
         return;
       }
       // Cleared before the checkpoint, not after: a request made while it runs (for frames
       // it may not see) gets a checkpoint of its own.
       requested = false;
+      checkpointing = true;
       lock.unlock();
-      int frames = 0;
+      int log = 0;
       int copied = 0;
       const int rc = sqlite3_wal_checkpoint_v2(db.native_handle(), nullptr,
-                                               SQLITE_CHECKPOINT_PASSIVE, &frames, &copied);
+                                               SQLITE_CHECKPOINT_PASSIVE, &log, &copied);
       lock.lock();
-      if (rc == SQLITE_OK) {
-        ++stats.checkpoints;
-        if (frames >= 0 && copied == frames) {
-          ++stats.complete;
-        }
-        stats.frames_copied += static_cast<std::uint64_t>(copied > 0 ? copied : 0);
-      } else if (rc == SQLITE_BUSY) {
-        ++stats.busy;
-      } else {
-        ++stats.failures;
-        log::warn("WAL checkpoint failed: {} (code {})", sqlite3_errmsg(db.native_handle()), rc);
-      }
+      checkpointing = false;
+      record(rc, log, copied, db.native_handle());
     }
   }
 };
@@ -82,6 +127,9 @@ wal_checkpointer::start(const std::filesystem::path& database, connection& write
   }
   auto state = std::make_shared<shared_state>();
   state->options = options;
+  state->options.restart_frames = std::max(options.restart_frames, options.checkpoint_frames);
+  state->next_writer_checkpoint = state->options.restart_frames;
+  state->writer = writer.native_handle();
   state->db = std::move(*db);
   // The hook holds the state weakly: a writer that outlives the checkpointer stops
   // calling into it, and the state never keeps itself alive through the writer.

@@ -87,3 +87,26 @@ TEST_CASE("a writer that outlives its checkpointer keeps committing", "[storage]
   insert_rows(writer, 10);
   CHECK(must(writer.query_int("SELECT count(*) FROM t")) == 20);
 }
+
+TEST_CASE("a writer that never pauses still has its log restarted at restart_frames",
+          "[storage][checkpoint]") {
+  temp_dir dir;
+  auto writer = must(connection::open(dir.db()));
+  must(writer.exec("CREATE TABLE t (id INTEGER PRIMARY KEY, v TEXT)"));
+  auto checkpointer = must(
+      wal_checkpointer::start(dir.db(), writer, {.checkpoint_frames = 64, .restart_frames = 256}));
+  // Commits back to back: the thread's checkpoints (two fsyncs each) never find the
+  // writer between transactions with the whole log copied back, so only the writer's own
+  // checkpoint at 256 frames lets the log start again. Without it the log would hold all
+  // of the 3,000-odd frames written here.
+  insert_rows(writer, 1500);
+  const auto stats = checkpointer->stats();
+  CHECK(stats.restarts >= 1);
+  CHECK(stats.writer_checkpoints >= 1);
+  // A commit appends at most a few frames; the thread's checkpoint under way when the log
+  // reaches 256 ends within a few hundred more.
+  CHECK(stats.largest_wal_frames < 1500);
+  CHECK(stats.failures == 0);
+  auto reader = must(connection::open(dir.db(), {.read_only = true}));
+  CHECK(must(reader.query_int("SELECT count(*) FROM t")) == 1500);
+}

@@ -154,6 +154,10 @@ struct storage_settings {
   /// WAL frames beyond which a checkpoint copies them back into the database. It runs
   /// on a thread of its own (storage::wal_checkpointer), never inside a commit.
   unsigned checkpoint_frames = 1000;
+  /// WAL frames beyond which the writer, after a commit, copies back what the checkpoint
+  /// thread has not, so that the log restarts from its beginning (a writer that never
+  /// pauses would otherwise grow it for as long as the load lasts).
+  unsigned wal_restart_frames = 4000;
 };
 
 /// `[api]`: the /api/v1 surface: per-token rate limits, uploads, signed links and CORS.
