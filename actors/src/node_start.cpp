@@ -73,7 +73,7 @@ expected<void> node::impl::open_storage() {
   if (!sync) {
     return tl::unexpected(sync.error());
   }
-  auto conn = storage::open_writer(path, *sync);
+  auto conn = storage::open_writer(path, *sync, config.storage.gather_wal_writes);
   if (!conn) {
     return tl::unexpected(conn.error());
   }

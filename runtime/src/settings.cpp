@@ -348,6 +348,10 @@ const std::vector<setting_spec>& specs() {
         "WAL frames beyond which the writer copies back the rest itself so that the log "
         "restarts (at least storage.checkpoint_frames)",
         [](settings& s) -> unsigned& { return s.storage.wal_restart_frames; }, 1u, 10'000'000u));
+    t.push_back(bool_spec("storage.gather_wal_writes",
+                          "write each commit's WAL frames with one system call instead of two "
+                          "per page (true | false)",
+                          [](settings& s) -> bool& { return s.storage.gather_wal_writes; }));
     t.push_back(rate_spec(
         "api.rate_per_second", "requests per second each token may make on average",
         [](settings& s) -> double& { return s.api.rate_per_second; }, 0.0));

@@ -5,6 +5,8 @@
 #include <fmt/format.h>
 #include <sqlite3.h>
 
+#include "troupe/storage/wal_write_buffer.hpp"
+
 namespace troupe::storage {
 
 errc errc_from_sqlite(int rc) noexcept {
@@ -238,7 +240,9 @@ expected<connection> connection::open(const std::filesystem::path& path,
   const int flags =
       (options.read_only ? SQLITE_OPEN_READONLY : SQLITE_OPEN_READWRITE | SQLITE_OPEN_CREATE) |
       SQLITE_OPEN_NOMUTEX;
-  const int rc = sqlite3_open_v2(path.c_str(), &conn.db_, flags, nullptr);
+  const char* vfs =
+      options.gather_wal_writes && !options.read_only ? wal_write_buffer_vfs() : nullptr;
+  const int rc = sqlite3_open_v2(path.c_str(), &conn.db_, flags, vfs);
   if (rc != SQLITE_OK) {
     auto err = sqlite_error(conn.db_, rc, "open " + path.string());
     return tl::unexpected(std::move(err));

@@ -12,8 +12,10 @@ std::filesystem::path database_path(const std::filesystem::path& data_dir) {
   return data_dir / "troupe.db";
 }
 
-expected<connection> open_writer(const std::filesystem::path& path, sync_mode sync) {
-  auto conn = connection::open(path, {.read_only = false, .sync = sync});
+expected<connection> open_writer(const std::filesystem::path& path, sync_mode sync,
+                                 bool gather_wal_writes) {
+  auto conn = connection::open(
+      path, {.read_only = false, .sync = sync, .gather_wal_writes = gather_wal_writes});
   if (!conn) {
     return conn;
   }

@@ -158,6 +158,9 @@ struct storage_settings {
   /// thread has not, so that the log restarts from its beginning (a writer that never
   /// pauses would otherwise grow it for as long as the load lasts).
   unsigned wal_restart_frames = 4000;
+  /// The writer's connection writes each commit's WAL frames with one system call instead
+  /// of two per page (storage/include/troupe/storage/wal_write_buffer.hpp).
+  bool gather_wal_writes = true;
 };
 
 /// `[api]`: the /api/v1 surface: per-token rate limits, uploads, signed links and CORS.

@@ -117,6 +117,10 @@ struct connection_options {
   sync_mode sync = sync_mode::normal;
   /// How long a statement waits for a lock held by another connection.
   int busy_timeout_ms = 5000;
+  /// Write each commit's WAL frames with one system call instead of two per page (the
+  /// `troupe-wal-buffer` VFS, troupe/storage/wal_write_buffer.hpp). For the connection that
+  /// writes; a read-only connection never writes the log.
+  bool gather_wal_writes = false;
 };
 
 /// One SQLite connection: WAL, foreign keys on, a busy timeout, and a cache of prepared

@@ -21,8 +21,10 @@ namespace troupe::storage {
 std::filesystem::path database_path(const std::filesystem::path& data_dir);
 
 /// Opens the writer connection at `path` (creating the file) and applies migrations.
-/// Fails with `conflict` when the schema is newer than this binary.
-expected<connection> open_writer(const std::filesystem::path& path, sync_mode sync);
+/// Fails with `conflict` when the schema is newer than this binary. `gather_wal_writes`:
+/// connection_options::gather_wal_writes.
+expected<connection> open_writer(const std::filesystem::path& path, sync_mode sync,
+                                 bool gather_wal_writes = true);
 
 /// What crash recovery found and did.
 struct recovery_report {
