@@ -50,7 +50,7 @@ struct memory_fixture {
     conversation = must(insert_conversation(conn, c));
     writer = spawn_store_writer(system, std::make_shared<connection>(std::move(conn)), {});
     reads = must(read_pool::open(dir.db(), 2));
-    memory = std::make_shared<memory_service>(system, writer, reads, nullptr, options);
+    memory = std::make_shared<memory_service>(system, writer, reads, pool, options);
     for (int i = 0; i < 2; ++i) {
       threads.emplace_back([this] { io.run(); });
     }
@@ -61,6 +61,10 @@ struct memory_fixture {
     for (auto& t : threads) {
       t.join();
     }
+    // The blocking pool goes (its threads joined) before the io_context its jobs post
+    // their results to: a pool thread may still be waking the context (TSan saw it).
+    memory.reset();
+    pool.reset();
     caf::anon_send_exit(writer, caf::exit_reason::user_shutdown);
   }
 
@@ -83,6 +87,7 @@ struct memory_fixture {
   caf::actor_system system{config};
   store_writer_actor writer;
   std::shared_ptr<read_pool> reads;
+  std::shared_ptr<tools::blocking_pool> pool = std::make_shared<tools::blocking_pool>(2);
   std::shared_ptr<memory_service> memory;
   asio::io_context io;
   asio::executor_work_guard<asio::io_context::executor_type> work{io.get_executor()};
