@@ -16,11 +16,11 @@
 // right after that frame's page, inside the xWrite call, so a failed write fails the
 // commit as it would without the shim. A commit header that follows no gathered frame
 // (a one-page commit, or a header SQLite rewrites in place with new checksums after a
-// transaction overwrote its own frames) is written at once. Frames of a transaction too large for the page
-// cache (written before its commit) wait in memory up to 1 MiB. The gathered bytes go out
-// in pieces of 120 KiB: the unix VFS writes at most 128 KiB - 1 per call. Anything that reads,
-// sizes, syncs, truncates, maps or closes the log, and a write that does not continue
-// the gathered bytes, writes them out first.
+// transaction overwrote its own frames) is written at once. Frames of a transaction too
+// large for the page cache (written before its commit) wait in memory up to 1 MiB. The
+// gathered bytes go out in pieces of 120 KiB: the unix VFS writes at most 128 KiB - 1 per
+// call. Anything that reads, sizes, syncs, truncates, maps or closes the log, and a write
+// that does not continue the gathered bytes, writes them out first.
 
 #include <cstdint>
 
