@@ -82,7 +82,10 @@ struct wal_checkpointer::shared_state {
       // `copied` counts every copied frame of the log, the earlier checkpoints' too.
       const int before = copied >= backfilled ? backfilled : 0;
       stats.frames_copied += static_cast<std::uint64_t>(std::max(copied - before, 0));
-      backfilled = std::max(copied, 0);
+      // A log that restarted while this checkpoint ended holds fewer frames than it
+      // copied: nothing of the new one is copied yet. (So does, for a moment, a log whose
+      // last commit the hook has not reported yet; the next checkpoint then comes early.)
+      backfilled = copied > stats.last_wal_frames ? 0 : std::max(copied, 0);
     } else if (rc == SQLITE_BUSY) {
       ++stats.busy;
     } else {
