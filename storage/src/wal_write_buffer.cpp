@@ -6,7 +6,6 @@
 #include <atomic>
 #include <cstddef>
 #include <cstring>
-#include <mutex>
 #include <new>
 #include <string>
 
